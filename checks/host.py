@@ -1,0 +1,109 @@
+"""Host limits and settings that break or slow NCCL before any network is involved."""
+
+from __future__ import annotations
+
+from distdoctor.api import Context, check, fail, ok, skip, warn
+
+GIB = 1024 ** 3
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"
+
+
+@check("host.shm-size", title="/dev/shm is large enough for NCCL", tags=("host", "nccl", "container"),
+       timeout=5, params={"min_bytes": GIB})
+def shm_size(ctx: Context):
+    """NCCL's shared-memory transport puts its buffers in /dev/shm. Docker's default of 64 MB
+    makes it fail with `Call to posix_fallocate failed : No space left on device` or
+    `failed to extend /dev/shm/nccl-... to ... bytes` (nccl#342, #290)."""
+    shm = ctx.facts.shm
+    minimum = int(ctx.params["min_bytes"])
+    evidence = {"path": shm.path, "total_bytes": shm.total, "free_bytes": shm.free, "min_bytes": minimum}
+    if shm.total is None:
+        yield fail("/dev/shm does not exist", subject="/dev/shm", evidence=evidence,
+                   explanation="NCCL and torch DataLoader workers need a tmpfs at /dev/shm.",
+                   fix="mount -t tmpfs -o size=8g tmpfs /dev/shm   # or run the container with --ipc=host")
+    elif shm.total < minimum:
+        yield warn(f"/dev/shm is only {_size(shm.total)} (want at least {_size(minimum)})", subject="/dev/shm",
+                   evidence=evidence,
+                   explanation="NCCL's shared-memory transport fails with 'No space left on device' when "
+                               "/dev/shm is small; Docker's default is 64 MB.",
+                   fix="docker run --shm-size=16g ...   # or --ipc=host; on Kubernetes mount an emptyDir "
+                       "with medium: Memory at /dev/shm")
+    else:
+        yield ok(f"/dev/shm is {_size(shm.total)} ({_size(shm.free or 0)} free)", subject="/dev/shm",
+                 evidence=evidence)
+
+
+@check("host.memlock-limit", title="Locked-memory limit allows RDMA", tags=("host", "ib", "nccl"), timeout=5)
+def memlock_limit(ctx: Context):
+    """InfiniBand and RoCE register (pin) memory; with a small `ulimit -l` NCCL fails with
+    `Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory` (nccl-tests#206).
+    The limit inside `srun`/`mpirun` can differ from the login shell: run this check there."""
+    limit = ctx.facts.memlock
+    hcas = ctx.facts.infiniband_devices
+    shown = "unlimited" if limit.soft < 0 else f"{limit.soft // 1024} KiB"
+    evidence = {"soft_bytes": limit.soft, "hard_bytes": limit.hard, "infiniband_devices": list(hcas)}
+    if limit.soft < 0:
+        yield ok("locked memory is unlimited", evidence=evidence)
+        return
+    fix = ("echo '* soft memlock unlimited\n* hard memlock unlimited' >> /etc/security/limits.conf   "
+           "# and for Slurm: PropagateResourceLimitsExcept=MEMLOCK in slurm.conf; "
+           "for Docker: --ulimit memlock=-1")
+    if limit.hard >= 0 and limit.hard == limit.soft:
+        raise_hint = " The hard limit is the same, so this process cannot raise it."
+    else:
+        raise_hint = " The hard limit allows `ulimit -l unlimited` in the job script."
+    if hcas:
+        yield warn(f"ulimit -l is {shown} with InfiniBand devices present ({', '.join(hcas)})", evidence=evidence,
+                   explanation="RDMA memory registration fails under a small locked-memory limit." + raise_hint,
+                   fix=fix)
+    else:
+        yield ok(f"ulimit -l is {shown}; no InfiniBand device here, so it does not matter yet", evidence=evidence,
+                 explanation="If this node gains RDMA NICs (or the job runs elsewhere), raise it to unlimited."
+                             + raise_hint)
+
+
+_KILLERS = {
+    "NCCL_P2P_DISABLE": "GPU peer-to-peer (NVLink and PCIe P2P) is off: intra-node traffic goes through host memory",
+    "NCCL_IB_DISABLE": "InfiniBand/RoCE is off: inter-node traffic falls back to TCP sockets",
+    "NCCL_SHM_DISABLE": "the shared-memory transport is off: intra-node traffic without P2P goes over the network stack",
+}
+
+
+@check("host.nccl-env", title="NCCL environment is not slowed down by debugging switches",
+       tags=("host", "nccl", "env"), timeout=5)
+def nccl_env(ctx: Context):
+    """Variables copied from a forum answer while debugging often stay in job scripts and cost a
+    large factor in bandwidth. Settings can also come from /etc/nccl.conf, ~/.nccl.conf or
+    $NCCL_CONF_FILE, where nobody looks."""
+    settings = ctx.facts.nccl_settings
+    for problem in settings.problems:
+        yield warn(f"NCCL configuration file unreadable: {problem}", subject="nccl.conf",
+                   fix="fix the file's permissions or unset NCCL_CONF_FILE")
+    found = False
+    for name, effect in _KILLERS.items():
+        setting = settings.values.get(name)
+        if setting is None or setting.value.strip() in ("", "0"):
+            continue
+        found = True
+        where = "the environment" if setting.source == "environment" else setting.source
+        fix = f"unset {name}" if setting.source == "environment" else f"sed -i '/^{name}=/d' {setting.source}"
+        yield warn(f"{name}={setting.value} (from {where}): {effect}", subject=name,
+                   evidence={"name": name, "value": setting.value, "source": setting.source},
+                   explanation="Useful to bisect a hang, ruinous to leave on. Remove it unless you know this "
+                               "node needs it.", fix=fix)
+    debug = settings.get("NCCL_DEBUG")
+    if not found:
+        yield ok("no NCCL switches that disable transports", evidence={"NCCL_DEBUG": debug})
+    if not debug:
+        yield ok("NCCL_DEBUG is not set", subject="NCCL_DEBUG",
+                 explanation="When a job hangs or fails at init, rerun it with NCCL's own log: it names the "
+                             "interface, transport and peer that failed.",
+                 fix="export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET")
+
+CHECKS = [shm_size, memlock_limit, nccl_env]

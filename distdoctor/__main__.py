@@ -1,0 +1,5 @@
+import sys
+
+from distdoctor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,164 @@
+"""Configuration from TOML files: /etc/distdoctor/config.toml, then the user's, then --config
+(later files win key by key).
+
+    [run]
+    timeout = 60            # seconds for the whole run
+    jobs = 8                # checks in parallel
+    fail_on = "fail"        # or "warn"
+    disable = ["gpu.health"]
+
+    [checks."gpu.inventory"]
+    expected_count = 8      # any parameter the check declares
+    timeout = 20            # this check's deadline
+    enabled = true
+
+Syntax errors and values of the wrong type are fatal (ConfigError, the usage exit code);
+unknown keys are collected as problems and reported as findings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SYSTEM_FILE = "/etc/distdoctor/config.toml"
+
+RUN_KEYS: dict[str, type | tuple[type, ...]] = {
+    "timeout": (int, float),
+    "jobs": int,
+    "fail_on": str,
+    "disable": list,
+}
+CHECK_KEYS = {"timeout": (int, float), "enabled": bool}
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used: one line naming the file, the line and the key."""
+
+
+@dataclass
+class Config:
+    run: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Where each check's section came from, to name the file in problems.
+    check_sources: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def params_for(self, check_id: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        params = dict(defaults)
+        for key, value in self.checks.get(check_id, {}).items():
+            if key not in CHECK_KEYS:
+                params[key] = value
+        return params
+
+    def enabled(self, check_id: str) -> bool:
+        if check_id in self.run.get("disable", []):
+            return False
+        return bool(self.checks.get(check_id, {}).get("enabled", True))
+
+    def timeout_for(self, check_id: str, default: float) -> float:
+        return float(self.checks.get(check_id, {}).get("timeout", default))
+
+    def validate_against(self, checks: Mapping[str, Any]) -> None:
+        """Record sections for checks that do not exist and parameters a check does not take."""
+        for check_id, values in self.checks.items():
+            source = self.check_sources.get(check_id, "config")
+            info = checks.get(check_id)
+            if info is None:
+                self.problems.append(f"{source}: [checks.\"{check_id}\"] names no known check")
+                continue
+            for key in values:
+                if key not in CHECK_KEYS and key not in info.params:
+                    known = ", ".join(sorted(info.params)) or "none"
+                    self.problems.append(f"{source}: unknown parameter {key!r} for {check_id} (it takes: {known})")
+        for check_id in self.run.get("disable", []):
+            if check_id not in checks:
+                self.problems.append(f"run.disable names no known check: {check_id!r}")
+
+
+def default_files(env: Mapping[str, str], home: str) -> list[str]:
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [SYSTEM_FILE, os.path.join(xdg, "distdoctor", "config.toml")]
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
+    for number, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+def _type_name(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({int: "an integer", float: "a number", str: "a string", list: "a list",
+                        bool: "true or false"}[k] for k in kinds)
+
+
+def _check_type(path: str, text: str, where: str, key: str, value: Any, kind) -> None:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        ok = False
+    else:
+        ok = isinstance(value, kinds)
+    if not ok:
+        line = _line_of(text, key)
+        at = f":{line}" if line else ""
+        raise ConfigError(f"{path}{at}: {where}{key} must be {_type_name(kind)}, not {value!r}")
+
+
+def load_file(config: Config, path: str, text: str) -> None:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    config.files.append(path)
+    for section, body in data.items():
+        if section == "run":
+            if not isinstance(body, dict):
+                raise ConfigError(f"{path}:{_line_of(text, 'run') or '?'}: 'run' must be a table")
+            for key, value in body.items():
+                if key not in RUN_KEYS:
+                    line = _line_of(text, key)
+                    config.problems.append(f"{path}:{line or '?'}: unknown key run.{key}")
+                    continue
+                _check_type(path, text, "run.", key, value, RUN_KEYS[key])
+                if key == "fail_on" and value not in ("warn", "fail"):
+                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", not {value!r}")
+                if key == "disable":
+                    if not all(isinstance(v, str) for v in value):
+                        raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.disable must be a list of check ids")
+                config.run[key] = value
+        elif section == "checks":
+            if not isinstance(body, dict):
+                raise ConfigError(f"{path}: 'checks' must be a table of [checks.\"<id>\"] sections")
+            for check_id, values in body.items():
+                if not isinstance(values, dict):
+                    raise ConfigError(f"{path}:{_line_of(text, check_id) or '?'}: checks.{check_id} must be a table")
+                for key, value in values.items():
+                    if key in CHECK_KEYS:
+                        _check_type(path, text, f"checks.\"{check_id}\".", key, value, CHECK_KEYS[key])
+                config.checks.setdefault(check_id, {}).update(values)
+                config.check_sources[check_id] = path
+        else:
+            line = _line_of(text, section) or next(
+                (n for n, l in enumerate(text.splitlines(), 1) if l.strip().startswith(f"[{section}")), None)
+            config.problems.append(f"{path}:{line or '?'}: unknown section [{section}]")
+
+
+def load(paths: Iterable[tuple[str, str | None]]) -> Config:
+    """Load (path, text) pairs in order; text None means the file is absent (skipped)."""
+    config = Config()
+    for path, text in paths:
+        if text is not None:
+            load_file(config, path, text)
+    return config

@@ -1,0 +1,181 @@
+"""Runs checks in parallel on daemon threads, each under its deadline, and builds the Report.
+
+A hung `nvidia-smi` or a blackholed host is the normal case on a sick cluster: a check past
+its deadline is reported TIMEOUT and abandoned (daemon threads never keep the process alive),
+a check that raises becomes one ERROR finding, and a check that prints to stdout is caught and
+reported. One bad check never sinks the run.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Iterable
+
+from distdoctor import __version__
+from distdoctor.api import Context
+from distdoctor.model import CheckInfo, CheckRun, Finding, Report, RunContext, Status, worst
+from distdoctor.redact import redact
+
+
+class _ThreadRoutedStream(io.TextIOBase):
+    """Stands in for sys.stdout while checks run: writes from a check's thread go to that
+    check's buffer, everything else to the real stream. Keeps a chatty check from corrupting
+    JSON on stdout."""
+
+    def __init__(self, real):
+        self.real = real
+        self.buffers: dict[int, io.StringIO] = {}
+
+    def write(self, text: str) -> int:
+        buf = self.buffers.get(threading.get_ident())
+        if buf is not None:
+            return buf.write(text)
+        return self.real.write(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+
+@dataclass
+class _Job:
+    info: CheckInfo
+    ctx: Context
+    timeout: float
+    thread: threading.Thread | None = None
+    started: float = 0.0
+    findings: list | None = None
+    error: BaseException | None = None
+    error_tb: str = ""
+    printed: str = ""
+    done: bool = False
+
+
+def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) -> None:
+    buf = io.StringIO()
+    stream.buffers[threading.get_ident()] = buf
+    findings: list = []
+    try:
+        result = job.info.func(job.ctx)
+        if result is not None:
+            for item in result:
+                findings.append(item)
+    except BaseException as exc:  # noqa: BLE001 - a check must not take the run down, even with SystemExit
+        job.error = exc
+        job.error_tb = traceback.format_exc()
+    finally:
+        stream.buffers.pop(threading.get_ident(), None)
+        job.printed = buf.getvalue()
+        job.findings = findings
+        with wake:
+            job.done = True
+            wake.notify_all()
+
+
+def _close(job: _Job, debug: bool) -> CheckRun:
+    info = job.info
+    duration = time.monotonic() - job.started if job.started else 0.0
+    if not job.done:
+        reason = "did not start before the run's deadline" if not job.started else \
+            f"did not finish within its {job.timeout:g} s deadline and was abandoned"
+        finding = Finding(Status.TIMEOUT, f"{info.title}: check {reason}", subject=info.id,
+                          explanation="A check that hangs usually means a command it runs is hung "
+                                      "(a GPU off the bus, an unresponsive file system or host).",
+                          fix=f"distdoctor check --only {info.id} --timeout {max(job.timeout * 3, 30):g} --debug")
+        return CheckRun(info.id, info.title, info.tags, Status.TIMEOUT, (finding,), duration, info.source)
+
+    findings: list[Finding] = []
+    for item in job.findings or []:
+        if isinstance(item, Finding):
+            if item.status in (Status.ERROR, Status.TIMEOUT):
+                item = Finding(Status.WARN, item.summary, item.subject, item.explanation, item.fix, item.evidence)
+            findings.append(Finding(item.status, item.summary, item.subject, item.explanation,
+                                    item.fix, redact(dict(item.evidence))))
+        else:
+            findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
+                                    subject=info.id, fix="fix the check: yield ok(...)/warn(...)/fail(...)/skip(...)"))
+    if job.error is not None:
+        exc = job.error
+        evidence = {"exception": type(exc).__name__}
+        if debug:
+            evidence["traceback"] = job.error_tb
+        findings.append(Finding(Status.ERROR, f"check raised {type(exc).__name__}: {exc}", subject=info.id,
+                                explanation="This is a bug in the check or an unexpected state of the machine.",
+                                fix=f"distdoctor check --only {info.id} --debug", evidence=evidence))
+    if job.printed:
+        findings.append(Finding(Status.ERROR, f"check printed {len(job.printed)} characters to stdout",
+                                subject=info.id, explanation="Checks must yield findings, not print; the text was "
+                                                             "kept out of the report.",
+                                evidence={"printed": job.printed[:2000]}))
+    if not findings:
+        findings.append(Finding(Status.OK, "no problems found"))
+    status = worst(f.status for f in findings)
+    return CheckRun(info.id, info.title, info.tags, status, tuple(findings), duration, info.source)
+
+
+def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], Context], *,
+               timeout_for: Callable[[CheckInfo], float] = lambda c: c.timeout,
+               jobs: int = 8, total_timeout: float = 60.0, debug: bool = False,
+               on_progress: Callable[[int, int], None] | None = None) -> list[CheckRun]:
+    jobs_list = [_Job(info, make_context(info), timeout_for(info)) for info in checks]
+    total = len(jobs_list)
+    run_deadline = time.monotonic() + total_timeout
+    wake = threading.Condition()
+    stream = _ThreadRoutedStream(sys.stdout)
+    results: dict[int, CheckRun] = {}
+    pending = list(range(total))
+    active: list[int] = []
+    real_stdout = sys.stdout
+    sys.stdout = stream
+    try:
+        while pending or active:
+            now = time.monotonic()
+            while pending and len(active) < max(1, jobs) and now < run_deadline:
+                index = pending.pop(0)
+                job = jobs_list[index]
+                job.started = time.monotonic()
+                job.thread = threading.Thread(target=_run_one, args=(job, stream, wake), daemon=True,
+                                              name=f"check-{job.info.id}")
+                job.thread.start()
+                active.append(index)
+            if now >= run_deadline:
+                for index in pending + active:
+                    results[index] = _close(jobs_list[index], debug)
+                pending, active = [], []
+                break
+            with wake:
+                finished = [i for i in active if jobs_list[i].done]
+                if not finished:
+                    next_deadline = min([jobs_list[i].started + jobs_list[i].timeout for i in active] + [run_deadline])
+                    wake.wait(max(0.0, min(next_deadline - time.monotonic(), 0.5)))
+                    finished = [i for i in active if jobs_list[i].done]
+            now = time.monotonic()
+            expired = [i for i in active if not jobs_list[i].done and now >= jobs_list[i].started + jobs_list[i].timeout]
+            for index in finished + expired:
+                active.remove(index)
+                results[index] = _close(jobs_list[index], debug)
+            if on_progress and (finished or expired):
+                on_progress(len(results), total)
+    finally:
+        # An abandoned check may still print later: keep routing its thread's output away
+        # from the real stdout for the rest of the process.
+        if all(job.done for job in jobs_list):
+            sys.stdout = real_stdout
+    return [results[i] for i in range(total)]
+
+
+def build_report(runs: list[CheckRun], *, host: str, context: RunContext, started: float,
+                 duration: float, command: str = "check") -> Report:
+    started_at = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return Report(__version__, host, context, started_at, duration, tuple(runs), command)
+
+
+def problem_run(check_id: str, title: str, status: Status, messages: list[str], fix: str = "") -> CheckRun:
+    """A CheckRun for trouble found outside any check: broken packs, config problems."""
+    findings = tuple(Finding(status, m, fix=fix) for m in messages)
+    return CheckRun(check_id, title, ("core",), status, findings, 0.0, "distdoctor")

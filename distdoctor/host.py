@@ -1,0 +1,352 @@
+"""The one seam between distdoctor and the machine.
+
+Only this module runs commands, opens sockets, reads the environment, /proc and /sys. Every
+call is bounded by a timeout, and the ordinary ways a sick machine misbehaves (a missing tool,
+a hung command, an unreadable file) come back as values, not exceptions, so that facts and
+checks can turn them into findings. `distdoctor.testing.FakeHost` replays the same interface
+from captured files.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+MAX_OUTPUT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int | None  # None when the command was killed at its timeout
+    stdout: str = ""
+    stderr: str = ""
+    duration: float = 0.0
+    timed_out: bool = False
+    error: str = ""  # why it could not run: "not found", "permission denied", ...
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def missing(self) -> bool:
+        return self.returncode == 127
+
+    def describe(self) -> str:
+        """One line saying how the command ended, for findings."""
+        cmd = " ".join(self.argv)
+        if self.timed_out:
+            return f"`{cmd}` did not finish within {self.duration:.1f} s and was killed"
+        if self.missing:
+            return f"`{self.argv[0]}` was not found on PATH"
+        if self.error:
+            return f"`{cmd}` could not run: {self.error}"
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()
+            said = f": {tail[-1][:200]}" if tail else ""
+            return f"`{cmd}` exited with status {self.returncode}{said}"
+        return f"`{cmd}` succeeded"
+
+
+@dataclass(frozen=True)
+class ResolveResult:
+    name: str
+    addresses: tuple[str, ...] = ()
+    error: str = ""
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class ConnectResult:
+    host: str
+    port: int
+    ok: bool
+    error: str = ""  # "refused", "timeout", "unreachable", "no route", or the OS text
+    errno: int | None = None
+    latency: float = 0.0
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    location: str  # the site-packages folder it is installed in
+    files: tuple[str, ...] = field(default=())  # paths relative to location
+
+
+def _classify_errno(code: int | None, fallback: str) -> str:
+    names = {
+        errno_mod.ECONNREFUSED: "refused",
+        errno_mod.ETIMEDOUT: "timeout",
+        errno_mod.EHOSTUNREACH: "no route to host",
+        errno_mod.ENETUNREACH: "network unreachable",
+        errno_mod.ECONNRESET: "reset",
+        errno_mod.EACCES: "permission denied",
+        errno_mod.EADDRNOTAVAIL: "address not available",
+        errno_mod.EADDRINUSE: "address in use",
+    }
+    return names.get(code, fallback)
+
+
+class Host:
+    """The real machine."""
+
+    def __init__(self, env: Mapping[str, str] | None = None):
+        self.env: Mapping[str, str] = dict(os.environ if env is None else env)
+
+    # --- commands -------------------------------------------------------------------------
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name, path=self.env.get("PATH", os.defpath))
+
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+            input: str | None = None) -> CommandResult:
+        """Run argv (never through a shell) and wait at most `timeout` seconds. The command
+        runs in its own process group so that a hung child and its children are all killed."""
+        argv = tuple(str(a) for a in argv)
+        run_env = dict(self.env)
+        run_env["LC_ALL"] = "C"  # parsers expect the C locale's wording
+        if env:
+            run_env.update(env)
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=run_env.get("PATH", os.defpath))
+        start = time.monotonic()
+        if exe is None:
+            return CommandResult(argv, 127, error="not found")
+        try:
+            proc = subprocess.Popen(
+                [exe, *argv[1:]], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            return CommandResult(argv, 127, error="not found")
+        except PermissionError:
+            return CommandResult(argv, 126, error="permission denied")
+        except OSError as exc:
+            return CommandResult(argv, 126, error=exc.strerror or str(exc))
+        try:
+            out, err = proc.communicate(input.encode() if input is not None else None, timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            self._kill_group(proc)
+            try:
+                out, err = proc.communicate(timeout=2)
+            except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
+                out, err = b"", b""
+            timed_out = True
+        duration = time.monotonic() - start
+        return CommandResult(
+            argv, None if timed_out else proc.returncode,
+            out[:MAX_OUTPUT].decode("utf-8", "replace"), err[:MAX_OUTPUT].decode("utf-8", "replace"),
+            duration, timed_out,
+        )
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+    def python(self, code: str, timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
+        """Run a snippet in a fresh interpreter: how distdoctor asks about torch or loads a
+        library that might crash, without putting its own process at risk."""
+        return self.run([sys.executable, "-c", code], timeout=timeout, env=env)
+
+    # --- files ----------------------------------------------------------------------------
+
+    def read_text(self, path: str, max_bytes: int = 4 * 1024 * 1024) -> str | None:
+        """The file's text, or None when it does not exist. Other errors (permission, EINVAL
+        from a sysfs attribute of a down link) raise OSError for the caller to report."""
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(max_bytes).decode("utf-8", "replace")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def list_dir(self, path: str) -> list[str] | None:
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except OSError:
+            return None
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def disk_usage(self, path: str) -> tuple[int, int, int] | None:
+        """(total, used, free) bytes of the filesystem holding path, or None if absent."""
+        try:
+            usage = shutil.disk_usage(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return usage.total, usage.used, usage.free
+
+    def home(self) -> str:
+        return self.env.get("HOME") or os.path.expanduser("~")
+
+    # --- process limits -------------------------------------------------------------------
+
+    def rlimit(self, name: str) -> tuple[int, int]:
+        """(soft, hard) for RLIMIT_<name>; -1 means unlimited."""
+        soft, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))
+        inf = resource.RLIM_INFINITY
+        return (-1 if soft == inf else soft, -1 if hard == inf else hard)
+
+    def cpu_affinity(self) -> list[int]:
+        return sorted(os.sched_getaffinity(0))
+
+    def cpu_count(self) -> int:
+        return os.cpu_count() or 1
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def uid(self) -> int:
+        return os.getuid()
+
+    # --- names and sockets ----------------------------------------------------------------
+
+    def hostname(self) -> str:
+        return socket.gethostname()
+
+    def resolve(self, name: str, timeout: float = 3.0) -> ResolveResult:
+        """Every address a name resolves to. getaddrinfo has no timeout of its own, so it runs
+        on a daemon thread that is abandoned if the resolver hangs."""
+        box: dict[str, Any] = {}
+        start = time.monotonic()
+
+        def work() -> None:
+            try:
+                infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+                seen: list[str] = []
+                for info in infos:
+                    addr = info[4][0]
+                    if addr not in seen:
+                        seen.append(addr)
+                box["addrs"] = tuple(seen)
+            except socket.gaierror as exc:
+                box["error"] = exc.strerror or str(exc)
+            except (OSError, UnicodeError) as exc:
+                box["error"] = str(exc)
+
+        thread = threading.Thread(target=work, daemon=True, name=f"resolve-{name}")
+        thread.start()
+        thread.join(timeout)
+        duration = time.monotonic() - start
+        if thread.is_alive():
+            return ResolveResult(name, error=f"resolver did not answer within {timeout:g} s", duration=duration)
+        return ResolveResult(name, box.get("addrs", ()), box.get("error", ""), duration)
+
+    def connect(self, host: str, port: int, timeout: float = 3.0) -> ConnectResult:
+        start = time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return ConnectResult(host, port, True, latency=time.monotonic() - start)
+        except socket.timeout:
+            return ConnectResult(host, port, False, "timeout", errno_mod.ETIMEDOUT, time.monotonic() - start)
+        except socket.gaierror as exc:
+            return ConnectResult(host, port, False, f"name not resolved: {exc.strerror}", None,
+                                 time.monotonic() - start)
+        except OSError as exc:
+            return ConnectResult(host, port, False, _classify_errno(exc.errno, exc.strerror or str(exc)),
+                                 exc.errno, time.monotonic() - start)
+
+    def can_bind(self, address: str, port: int) -> str:
+        """'' if a TCP listener could bind address:port now, else why not."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((address, port))
+            return ""
+        except OSError as exc:
+            return _classify_errno(exc.errno, exc.strerror or str(exc))
+
+    # --- network interfaces ---------------------------------------------------------------
+
+    def net_if_addrs(self) -> dict[str, list[dict[str, Any]]]:
+        """psutil's per-interface addresses as plain dicts: family ('inet', 'inet6', 'link'),
+        address, netmask."""
+        import psutil
+
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name, addrs in psutil.net_if_addrs().items():
+            rows = []
+            for a in addrs:
+                fam = {socket.AF_INET: "inet", socket.AF_INET6: "inet6"}.get(a.family, "link")
+                rows.append({"family": fam, "address": a.address, "netmask": a.netmask})
+            out[name] = rows
+        return out
+
+    def net_if_stats(self) -> dict[str, dict[str, Any]]:
+        import psutil
+
+        return {
+            name: {"isup": s.isup, "speed": s.speed, "mtu": s.mtu, "duplex": int(s.duplex),
+                   "flags": getattr(s, "flags", "")}
+            for name, s in psutil.net_if_stats().items()
+        }
+
+    def gateways(self) -> dict[str, list[tuple[str, str]]]:
+        """Default gateways by family ('inet', 'inet6'): [(gateway, interface)]."""
+        try:
+            import netifaces
+        except ImportError:
+            return {}
+        result: dict[str, list[tuple[str, str]]] = {}
+        gws = netifaces.gateways()
+        for fam, name in ((netifaces.AF_INET, "inet"), (netifaces.AF_INET6, "inet6")):
+            for entry in gws.get(fam, []):
+                result.setdefault(name, []).append((entry[0], entry[1]))
+        return result
+
+    # --- installed software ---------------------------------------------------------------
+
+    def distribution(self, name: str) -> Distribution | None:
+        """An installed Python distribution, read from its metadata (no import)."""
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return None
+        location = str(dist.locate_file(""))
+        files = tuple(str(f) for f in (dist.files or ()))
+        return Distribution(dist.metadata["Name"] or name, dist.version, location, files)
+
+    def distributions(self) -> list[tuple[str, str]]:
+        """(name, version) of every installed Python distribution."""
+        from importlib import metadata
+
+        return sorted({(d.metadata["Name"] or "", d.version) for d in metadata.distributions()})
+
+    def python_version(self) -> str:
+        return ".".join(str(v) for v in sys.version_info[:3])
+
+    # --- time -----------------------------------------------------------------------------
+
+    def time(self) -> float:
+        return time.time()

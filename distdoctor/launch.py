@@ -1,0 +1,72 @@
+"""Who am I in a job: the launcher, rank, local rank and world size, from the environment.
+
+Pure: a function of an environment mapping, so the same code serves `check`'s header,
+`nccl-test`'s rendezvous and the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from distdoctor.model import RunContext
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def detect_context(env: Mapping[str, str], slurm_installed: bool = False) -> RunContext:
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID") or ""
+
+    if env.get("TORCHELASTIC_RUN_ID") or (env.get("LOCAL_WORLD_SIZE") and env.get("GROUP_RANK") is not None):
+        under = " under srun" if step else ""
+        return RunContext(
+            "torchrun", f"torchrun{under}" + (f" (Slurm job {job})" if job else ""), "torchrun",
+            rank=_int(env, "RANK"), local_rank=_int(env, "LOCAL_RANK"), world_size=_int(env, "WORLD_SIZE"),
+            local_world_size=_int(env, "LOCAL_WORLD_SIZE"), node_rank=_int(env, "GROUP_RANK"),
+            job_id=job, step_id=step,
+        )
+    if env.get("OMPI_COMM_WORLD_SIZE"):
+        inside = f" inside Slurm job {job}" if job else ""
+        return RunContext(
+            "mpirun", f"Open MPI mpirun{inside}", "openmpi",
+            rank=_int(env, "OMPI_COMM_WORLD_RANK"), local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
+            world_size=_int(env, "OMPI_COMM_WORLD_SIZE"), local_world_size=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"),
+            node_rank=_int(env, "OMPI_COMM_WORLD_NODE_RANK"), job_id=job, step_id=step,
+        )
+    if env.get("PMI_SIZE") and not step:
+        inside = f" inside Slurm job {job}" if job else ""
+        return RunContext(
+            "mpirun", f"MPICH/Hydra mpiexec{inside}", "mpich",
+            rank=_int(env, "PMI_RANK"), local_rank=_int(env, "MPI_LOCALRANKID"),
+            world_size=_int(env, "PMI_SIZE"), local_world_size=_int(env, "MPI_LOCALNRANKS"),
+            job_id=job, step_id=step,
+        )
+    if job and step and step not in ("batch", "extern", "interactive"):
+        return RunContext(
+            "slurm-step", f"srun step {job}.{step}", "srun",
+            rank=_int(env, "SLURM_PROCID"), local_rank=_int(env, "SLURM_LOCALID"),
+            world_size=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
+            node_rank=_int(env, "SLURM_NODEID"), job_id=job, step_id=step,
+        )
+    if job and (env.get("ENVIRONMENT") == "BATCH" or step == "batch"):
+        return RunContext("slurm-batch", f"batch step of Slurm job {job} (no srun)", "sbatch",
+                          job_id=job, step_id="batch")
+    if job:
+        return RunContext("slurm-allocation", f"Slurm allocation {job} (salloc shell, no srun)",
+                          "salloc", job_id=job)
+    if env.get("RANK") and env.get("WORLD_SIZE"):
+        return RunContext("env", "torch env:// variables set by hand", "env",
+                          rank=_int(env, "RANK"), local_rank=_int(env, "LOCAL_RANK"),
+                          world_size=_int(env, "WORLD_SIZE"))
+    if slurm_installed:
+        return RunContext("login", "login node (Slurm installed, no job)")
+    return RunContext("none", "no scheduler or launcher")

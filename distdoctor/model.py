@@ -1,0 +1,146 @@
+"""The records every part of distdoctor passes around: plain frozen dataclasses, no behaviour."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    # Only the engine assigns these two: a check cannot claim to have crashed or hung.
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+
+# SKIP ranks below OK so that a check mixing OK and SKIP findings reads as OK.
+_SEVERITY = {
+    Status.SKIP: 0,
+    Status.OK: 1,
+    Status.WARN: 2,
+    Status.FAIL: 3,
+    Status.ERROR: 4,
+    Status.TIMEOUT: 4,
+}
+
+
+def worst(statuses) -> Status:
+    result = Status.SKIP
+    for status in statuses:
+        if status.severity > result.severity:
+            result = status
+    return result
+
+
+@dataclass(frozen=True)
+class Finding:
+    status: Status
+    summary: str
+    subject: str = ""
+    explanation: str = ""
+    fix: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status.value,
+            "summary": self.summary,
+            "subject": self.subject,
+            "explanation": self.explanation,
+            "fix": self.fix,
+            "evidence": dict(self.evidence),
+        }
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    id: str
+    title: str
+    func: Callable[..., Any]
+    tags: tuple[str, ...] = ()
+    timeout: float = 10.0
+    params: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    source: str = ""  # where it was loaded from: an entry point or a drop-in file
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def with_source(self, source: str) -> "CheckInfo":
+        return CheckInfo(self.id, self.title, self.func, self.tags, self.timeout,
+                         self.params, self.description, source)
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    id: str
+    title: str
+    tags: tuple[str, ...]
+    status: Status
+    findings: tuple[Finding, ...]
+    duration: float
+    source: str = ""
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where this process runs inside a job, as far as the environment tells."""
+
+    kind: str  # none, login, slurm-allocation, slurm-batch, slurm-step, mpirun, torchrun
+    description: str
+    launcher: str = ""
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    local_world_size: int | None = None
+    node_rank: int | None = None
+    job_id: str = ""
+    step_id: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "description": self.description,
+            "launcher": self.launcher,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "local_world_size": self.local_world_size,
+            "node_rank": self.node_rank,
+            "job_id": self.job_id,
+            "step_id": self.step_id,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    tool_version: str
+    host: str
+    context: RunContext
+    started_at: str  # ISO-8601 UTC
+    duration: float
+    runs: tuple[CheckRun, ...]
+    command: str = "check"
+
+    def counts(self) -> dict[str, int]:
+        counts = {status.value: 0 for status in Status}
+        for run in self.runs:
+            counts[run.status.value] += 1
+        return counts
+
+    @property
+    def status(self) -> Status:
+        return worst(run.status for run in self.runs)

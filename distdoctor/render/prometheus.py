@@ -1,0 +1,46 @@
+"""Prometheus text exposition for node_exporter's textfile collector."""
+
+from __future__ import annotations
+
+from distdoctor.model import Report, Status
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render(report: Report) -> str:
+    host = _label(report.host)
+    lines = [
+        "# HELP distdoctor_check_status 1 for the status each distdoctor check ended with, 0 for the others.",
+        "# TYPE distdoctor_check_status gauge",
+    ]
+    for run in report.runs:
+        for status in Status:
+            value = 1 if run.status is status else 0
+            lines.append(f'distdoctor_check_status{{host="{host}",check="{_label(run.id)}",'
+                         f'area="{_label(run.area)}",status="{status.value}"}} {value}')
+    lines += [
+        "# HELP distdoctor_check_duration_seconds How long each check took.",
+        "# TYPE distdoctor_check_duration_seconds gauge",
+    ]
+    for run in report.runs:
+        lines.append(f'distdoctor_check_duration_seconds{{host="{host}",check="{_label(run.id)}"}} {run.duration:.6f}')
+    lines += [
+        "# HELP distdoctor_checks Number of checks that ended with each status.",
+        "# TYPE distdoctor_checks gauge",
+    ]
+    for status, count in report.counts().items():
+        lines.append(f'distdoctor_checks{{host="{host}",status="{status}"}} {count}')
+    from datetime import datetime
+
+    started = datetime.fromisoformat(report.started_at.replace("Z", "+00:00")).timestamp()
+    lines += [
+        "# HELP distdoctor_run_timestamp_seconds When the run started, in seconds since the epoch.",
+        "# TYPE distdoctor_run_timestamp_seconds gauge",
+        f'distdoctor_run_timestamp_seconds{{host="{host}"}} {started:.3f}',
+        "# HELP distdoctor_run_duration_seconds How long the whole run took.",
+        "# TYPE distdoctor_run_duration_seconds gauge",
+        f'distdoctor_run_duration_seconds{{host="{host}"}} {report.duration:.6f}',
+    ]
+    return "\n".join(lines) + "\n"

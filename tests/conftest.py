@@ -1,0 +1,27 @@
+import os
+import shutil
+import sys
+
+import pytest
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def data_path(*parts: str) -> str:
+    return os.path.join(DATA, *parts)
+
+
+def distdoctor_argv() -> list[str]:
+    """How to run the installed console script: the one beside this interpreter if there is
+    one, else `python -m distdoctor`."""
+    exe = os.path.join(os.path.dirname(sys.executable), "distdoctor")
+    if os.path.exists(exe):
+        return [exe]
+    found = shutil.which("distdoctor")
+    return [found] if found else [sys.executable, "-m", "distdoctor"]
+
+
+@pytest.fixture
+def data():
+    return data_path

@@ -191,7 +191,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                   f"{'does not exist' if not os.path.isdir(directory) else 'is not writable'}", file=sys.stderr)
             return EXIT_OUTPUT
     registry = registry_mod.load(args.checks_dir, host.env)
-    config.validate_against(registry.checks)
+    try:
+        config.validate_against(registry.checks)
+    except config_mod.ConfigError as exc:
+        raise UsageError(str(exc)) from None
     chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
     if (args.only and not chosen):
         raise UsageError(f"--only {','.join(_split(args.only))} matches no check (see `distdoctor list`)")

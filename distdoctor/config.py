@@ -76,13 +76,28 @@ class Config:
             if info is None:
                 self.problems.append(f"{source}: [checks.\"{check_id}\"] names no known check")
                 continue
-            for key in values:
-                if key not in CHECK_KEYS and key not in info.params:
+            for key, value in values.items():
+                if key in CHECK_KEYS:
+                    continue
+                if key not in info.params:
                     known = ", ".join(sorted(info.params)) or "none"
                     self.problems.append(f"{source}: unknown parameter {key!r} for {check_id} (it takes: {known})")
+                    continue
+                default = info.params[key]
+                if default is not None and not _same_kind(default, value):
+                    raise ConfigError(f"{source}: checks.\"{check_id}\".{key} must be "
+                                      f"{_type_name(type(default))}, not {value!r}")
         for check_id in self.run.get("disable", []):
             if check_id not in checks:
                 self.problems.append(f"run.disable names no known check: {check_id!r}")
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
 
 
 def default_files(env: Mapping[str, str], home: str) -> list[str]:
@@ -100,8 +115,9 @@ def _line_of(text: str, key: str) -> int | None:
 
 def _type_name(kind) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join({int: "an integer", float: "a number", str: "a string", list: "a list",
-                        bool: "true or false"}[k] for k in kinds)
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", bool: "true or false",
+             dict: "a table", tuple: "a list"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
 def _check_type(path: str, text: str, where: str, key: str, value: Any, kind) -> None:

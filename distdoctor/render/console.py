@@ -12,6 +12,7 @@ from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -60,21 +61,22 @@ def _finding_lines(console: Console, run: CheckRun, verbose: bool) -> None:
     shown = findings if verbose else [f for f in findings if f.status is not Status.OK] or findings[:1]
     hidden = len(findings) - len(shown)
     for finding in shown:
-        line = Text("    ")
+        line = Text()
         if len(findings) > 1:
             line.append_text(_glyph(console, finding.status))
             line.append(" ")
         line.append(finding.summary, style="dim" if finding.status in (Status.OK, Status.SKIP) else "")
-        console.print(line, overflow="fold")
+        # Wrapped lines keep the indent, so the report still reads as a tree at 80 columns.
+        console.print(Padding(line, (0, 0, 0, 4), expand=False))
         if verbose and finding.explanation:
-            console.print(Text("      " + finding.explanation, style="dim"), overflow="fold")
+            console.print(Padding(Text(finding.explanation, style="dim"), (0, 0, 0, 6), expand=False))
         table = finding.evidence.get("table") if isinstance(finding.evidence, dict) else None
         if isinstance(table, dict):
             drawn = _table(table)
             if drawn is not None:
-                console.print(drawn)
+                console.print(Padding(drawn, (0, 0, 0, 4), expand=False))
     if hidden:
-        console.print(Text(f"    (+{hidden} OK; -v shows them)", style="dim"))
+        console.print(Padding(Text(f"(+{hidden} OK; -v shows them)", style="dim"), (0, 0, 0, 4), expand=False))
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
@@ -90,12 +92,12 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         console.print()
         console.print(Text(area, style="bold underline"))
         for run in group:
-            line = Text("  ")
+            line = Text()
             line.append_text(_glyph(console, run.status))
             line.append(" ")
             line.append(run.title, style="bold" if run.status.severity >= Status.WARN.severity else "")
             line.append(f"  [{run.id}]", style="dim")
-            console.print(line, overflow="fold")
+            console.print(Padding(line, (0, 0, 0, 2), expand=False))
             _finding_lines(console, run, verbose)
 
     fixes = [(run, f) for run in report.runs for f in run.findings
@@ -110,7 +112,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
             title.append(f"  [{run.id}]", style="dim")
             console.print(title, overflow="fold")
             if finding.explanation:
-                console.print(Text("   " + finding.explanation), overflow="fold")
+                console.print(Padding(Text(finding.explanation), (0, 0, 0, 3), expand=False))
             if finding.fix:
                 for fix_line in finding.fix.splitlines():
                     # Printed without wrapping markers so it can be pasted as is.

@@ -114,7 +114,7 @@ def mpi_cuda_aware(ctx: Context):
         return
     info = build.info
     label = f"Open MPI {info.version}" if info.version else "Open MPI"
-    evidence.update({"version": info.version, "cuda_keys": dict(info.cuda_keys),
+    evidence.update({"version": info.version, "cuda_flags": dict(info.cuda_keys),
                      "mpi_extensions": list(info.mpi_extensions)})
     if mpirun and mpirun.mpi and mpirun.mpi.implementation == OPEN_MPI and info.version \
             and mpirun.mpi.version != info.version:
@@ -199,7 +199,7 @@ def nccl_libraries(ctx: Context):
     libs = ctx.facts.nccl_libraries
     tdist = ctx.facts.torch_distributed
     rows = [[lib.path, lib.version or "-", ", ".join(lib.sources),
-             f"{lib.package} {lib.package_version}" if lib.package else "-", lib.error or "ok"]
+             ", ".join(f"{name} {version}" for name, version in lib.packages) or "-", lib.error or "ok"]
             for lib in libs.libraries]
     evidence = {"default": libs.default_path, "packages": [list(p) for p in libs.packages],
                 "torch_requires": list(tdist.nccl_requirement) if tdist.nccl_requirement else None,
@@ -246,19 +246,22 @@ def nccl_libraries(ctx: Context):
                        f"{keep or names[0]}" + (f"=={tdist.nccl_requirement[1]}" if tdist.nccl_requirement
                                                 and tdist.nccl_requirement[1] and keep == tdist.nccl_requirement[0]
                                                 else ""))
+    stale = set()
     for lib in libs.libraries:
-        if lib.package and lib.version and _parse_version(lib.version) != _parse_version(lib.package_version)[:3]:
-            yield warn(f"{lib.package} {lib.package_version} is installed but its {os.path.basename(lib.path)} is "
-                       f"NCCL {lib.version}", subject=lib.path, evidence=evidence,
-                       explanation="Another package (or a manual copy) overwrote the file pip installed.",
-                       fix=f"pip install --force-reinstall --no-deps {lib.package}=={lib.package_version}")
+        for name, version in lib.packages:
+            if lib.version and _parse_version(lib.version) != _parse_version(version)[:3]:
+                stale.add(name.lower())
+                yield warn(f"{name} {version} is installed but its {os.path.basename(lib.path)} is NCCL {lib.version}",
+                           subject=lib.path, evidence=evidence,
+                           explanation="Another package (or a manual copy) overwrote the file pip installed.",
+                           fix=f"pip install --force-reinstall --no-deps {name}=={version}")
     if tdist.nccl_requirement and tdist.nccl_requirement[1]:
         want_pkg, want = tdist.nccl_requirement
         have = dict((n.lower(), v) for n, v in libs.packages).get(want_pkg)
         if have is None:
             yield fail(f"torch {tdist.version} requires {want_pkg}=={want}, which is not installed", subject="pip",
                        evidence=evidence, fix=f"pip install {want_pkg}=={want}")
-        elif _parse_version(have)[:3] != _parse_version(want)[:3]:
+        elif want_pkg not in stale and _parse_version(have)[:3] != _parse_version(want)[:3]:
             yield warn(f"torch {tdist.version} was built against {want_pkg}=={want} but {have} is installed",
                        subject="pip", evidence=evidence,
                        explanation="A later `pip install -U` or another package replaced the NCCL torch was "

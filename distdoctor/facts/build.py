@@ -170,10 +170,19 @@ class NcclLibrary:
     path: str
     realpath: str
     sources: tuple[str, ...]  # where it was found: "pip nvidia-nccl-cu13", "LD_LIBRARY_PATH", ...
-    package: str = ""  # the pip distribution that installed this file
-    package_version: str = ""
+    # pip distributions whose RECORD lists this file: (name, version). Two when cu12 and cu13
+    # packages are both installed, since both install nvidia/nccl/lib/libnccl.so.2.
+    packages: tuple[tuple[str, str], ...] = ()
     version_code: int | None = None  # from ncclGetVersion
     error: str = ""  # load failure, missing symbol, crash or hang
+
+    @property
+    def package(self) -> str:
+        return self.packages[-1][0] if self.packages else ""
+
+    @property
+    def package_version(self) -> str:
+        return self.packages[-1][1] if self.packages else ""
 
     @property
     def version(self) -> str:
@@ -252,11 +261,11 @@ def _nccl_candidates(facts) -> tuple[dict[str, dict], list[tuple[str, str]], lis
 
     def add(path: str, source: str, package: str = "", version: str = "") -> None:
         real = host.realpath(path)
-        entry = found.setdefault(real, {"path": path, "sources": [], "package": "", "package_version": ""})
+        entry = found.setdefault(real, {"path": path, "sources": [], "packages": []})
         if source not in entry["sources"]:
             entry["sources"].append(source)
         if package:
-            entry["package"], entry["package_version"] = package, version
+            entry["packages"].append((package, version))
 
     def scan(directory: str, source: str) -> None:
         try:
@@ -341,8 +350,8 @@ def nccl_libraries(facts) -> NcclLibraries:
     libraries = []
     for index, real in enumerate(reals, 1):
         entry, res = found[real], results.get(index, {})
-        libraries.append(NcclLibrary(entry["path"], real, tuple(entry["sources"]), entry["package"],
-                                     entry["package_version"], res.get("code"),
+        libraries.append(NcclLibrary(entry["path"], real, tuple(entry["sources"]), tuple(entry["packages"]),
+                                     res.get("code"),
                                      res.get("error", "" if res else "not probed")))
     default = results.get(0, {})
     default_path = facts.host.realpath(default["file"]) if default.get("file") else ""

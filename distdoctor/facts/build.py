@@ -416,41 +416,36 @@ def probe_torch_distributed(host, timeout: float = TORCH_PROBE_TIMEOUT) -> dict:
 @fact
 def torch_distributed(facts) -> TorchDistributed:
     host = facts.host
-    dist = host.distribution("torch")
-    if dist is None:
+    found = host.distribution_metadata("torch")
+    if found is None:
         return TorchDistributed(False)
+    version, location, metadata = found
     requirement = None
-    metadata = next((f for f in dist.files if f.endswith(".dist-info/METADATA")), None)
-    if metadata:
-        try:
-            text = host.read_text(os.path.join(dist.location, metadata)) or ""
-        except OSError:
-            text = ""
-        if m := _REQUIRES_NCCL.search(text):
-            requirement = (m[1].lower(), m[2] or "")
+    if m := _REQUIRES_NCCL.search(metadata):
+        requirement = (m[1].lower(), m[2] or "")
     options = getattr(facts, "options", None) or {}
     if options.get("probe_torch"):
         data = probe_torch_distributed(host)
         if "error" not in data:
-            return TorchDistributed(True, dist.version, dict(data.get("backends", {})), "probe", requirement,
+            return TorchDistributed(True, version, dict(data.get("backends", {})), "probe", requirement,
                                     data.get("nccl", ""), tuple(data.get("nccl_paths", ())),
                                     data.get("nccl_error", ""))
         probe_error = data["error"]
     else:
         probe_error = ""
     try:
-        text = host.read_text(os.path.join(dist.location, _CMAKE_TARGETS))
+        text = host.read_text(os.path.join(location, _CMAKE_TARGETS))
     except OSError as exc:
         text, probe_error = None, probe_error or f"{_CMAKE_TARGETS}: {exc.strerror or exc}"
     if text is None:
-        return TorchDistributed(True, dist.version, {}, "", requirement,
+        return TorchDistributed(True, version, {}, "", requirement,
                                 error=probe_error or "torch records no build flags here (no Caffe2Targets.cmake)")
     defines = set()
     for value in re.findall(r'INTERFACE_COMPILE_DEFINITIONS\s+"([^"]*)"', text):
         defines.update(value.split(";"))
     distributed = "USE_DISTRIBUTED" in defines
     backends = {name: distributed and define in defines for name, define in _DEFINES.items()}
-    return TorchDistributed(True, dist.version, backends, "build flags", requirement, error=probe_error)
+    return TorchDistributed(True, version, backends, "build flags", requirement, error=probe_error)
 
 
 # --- Horovod ----------------------------------------------------------------------------------

@@ -31,8 +31,7 @@ TORCH_PROBE_TIMEOUT = 60.0
 # Launchers distdoctor asks for their version: the generic names first (what `mpirun` in a job
 # script runs), then the per-implementation names distributions install beside them.
 LAUNCHERS = ("mpirun", "mpiexec")
-SIDE_LAUNCHERS = ("mpirun.openmpi", "mpiexec.openmpi", "mpiexec.mpich", "mpirun.mpich", "mpiexec.hydra",
-                  "mpiexec.mpich2", "mpirun_rsh")
+SIDE_LAUNCHERS = ("mpirun.openmpi", "mpiexec.openmpi", "mpiexec.mpich", "mpirun.mpich", "mpiexec.hydra")
 
 
 # --- MPI --------------------------------------------------------------------------------------
@@ -123,6 +122,16 @@ print(json.dumps({"library": MPI.Get_library_version(), "version": list(MPI.Get_
 """
 
 
+def _python_failure(result) -> str:
+    """How a probe interpreter failed, in one line: its own last words, not the snippet."""
+    if result.timed_out:
+        return f"the probe did not finish within {result.duration:.0f} s and was killed"
+    lines = (result.stderr or result.stdout or "").strip().splitlines()
+    if result.error or not lines:
+        return result.error or f"the probe exited with status {result.returncode} and printed nothing"
+    return f"{lines[-1][:300]} (exit status {result.returncode})"
+
+
 @dataclass(frozen=True)
 class Mpi4py:
     installed: bool
@@ -154,7 +163,7 @@ def mpi4py(facts) -> Mpi4py:
         return Mpi4py(False)
     result = facts.host.python(_MPI4PY_PROBE, timeout=VERSION_TIMEOUT * 2)
     if not result.ok:
-        return Mpi4py(True, dist.version, error=result.describe())
+        return Mpi4py(True, dist.version, error=_python_failure(result))
     try:
         data = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -410,7 +419,7 @@ def probe_torch_distributed(host, timeout: float = TORCH_PROBE_TIMEOUT) -> dict:
                 return json.loads(line[len("@@dd-torch "):])
             except ValueError:
                 break
-    return {"error": f"torch probe failed: {result.describe()}"}
+    return {"error": f"torch probe failed: {_python_failure(result)}"}
 
 
 @fact

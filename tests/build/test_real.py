@@ -158,3 +158,53 @@ def test_torch_backends_from_build_flags_match_a_real_import():
     assert from_files.source == "build flags" and probed.source == "probe", probed.error
     assert from_files.backends == probed.backends
     assert from_files.backends["gloo"] is True
+
+
+MPI4PY = "mpi4py==4.1.2"  # a binary wheel that picks Open MPI or MPICH at import time
+
+
+@pytest.fixture(scope="module")
+def mpi4py_target():
+    apt.ensure("openmpi-bin", "mpich")
+    target = tempfile.mkdtemp(prefix=f"dd-build-mpi4py-{os.getpid()}-")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:",
+                               "--target", target, MPI4PY], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            pytest.skip(f"pip cannot install {MPI4PY}: {proc.stderr[-400:]}")
+        yield target
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def mpi4py_findings(target, monkeypatch, **env):
+    from distdoctor.checks import build
+    from distdoctor.testing import run_check
+
+    monkeypatch.syspath_prepend(target)  # distdoctor's own metadata lookup sees the install
+    return run_check(build.mpi4py_mpi, Host(env={**os.environ, "PYTHONPATH": target, **env}))
+
+
+def test_mpi4py_loading_open_mpi_like_mpirun_is_ok(mpi4py_target, monkeypatch):
+    findings = mpi4py_findings(mpi4py_target, monkeypatch)
+    assert [f.status.value for f in findings] == ["ok"]
+    assert findings[0].summary == f"mpi4py 4.1.2 uses Open MPI {debian_version('openmpi-bin')}"
+
+
+def test_mpi4py_loading_mpich_while_mpirun_is_open_mpi_fails(mpi4py_target, monkeypatch, tmp_path):
+    # Debian's MPICH ships libmpich.so.12; the MPICH ABI soname mpi4py asks for is libmpi.so.12
+    import glob
+
+    libmpich = (glob.glob("/usr/lib/*/libmpich.so.12") + glob.glob("/usr/lib/libmpich.so.12"))[0]
+    os.symlink(libmpich, tmp_path / "libmpi.so.12")
+    findings = mpi4py_findings(mpi4py_target, monkeypatch, MPI4PY_MPIABI="mpich", LD_LIBRARY_PATH=str(tmp_path))
+    assert [f.status.value for f in findings] == ["fail"]
+    assert findings[0].summary == (f"mpi4py 4.1.2 uses MPICH {debian_version('mpich')} but mpirun is "
+                                   f"Open MPI {debian_version('openmpi-bin')}")
+
+
+def test_mpi4py_that_cannot_load_its_mpi_says_why(mpi4py_target, monkeypatch):
+    findings = mpi4py_findings(mpi4py_target, monkeypatch, MPI4PY_MPIABI="mpich")
+    assert [f.status.value for f in findings] == ["warn"]
+    assert "libmpi.so.12: cannot open shared object file" in findings[0].summary
+    assert "import json" not in findings[0].summary  # the probe's source is not the message

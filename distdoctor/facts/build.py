@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 from distdoctor.facts import fact
@@ -69,18 +70,35 @@ def _launcher(host, name: str) -> MpiLauncher:
         return MpiLauncher(name, path, resolved, error=f"`{name} --version` printed something unrecognised: {exc}")
 
 
+def _launchers(host, names: list[str]) -> dict[str, MpiLauncher]:
+    """Ask every launcher at once: a sick node's hung `mpirun --version` then costs one
+    timeout, not one per launcher."""
+    results: dict[str, MpiLauncher] = {}
+    threads = [threading.Thread(target=lambda n=name: results.__setitem__(n, _launcher(host, n)), daemon=True,
+                                name=f"mpi-version-{name}") for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(VERSION_TIMEOUT + 3)
+    return {name: results.get(name) or MpiLauncher(name, host.which(name) or "", error="no answer") for name in names}
+
+
 @fact
 def mpi(facts) -> MpiInstall:
     host = facts.host
-    launchers = tuple(_launcher(host, name) for name in LAUNCHERS)
-    seen = {launcher.resolved for launcher in launchers if launcher.resolved}
-    others = []
+    # one question per real binary: mpirun.openmpi is usually the orterun that mpirun already is
+    seen = {host.realpath(path) for path in map(host.which, LAUNCHERS) if path}
+    side = []
     for name in SIDE_LAUNCHERS:
         path = host.which(name)
-        if not path or host.realpath(path) in seen:
-            continue
-        launcher = _launcher(host, name)
-        seen.add(launcher.resolved)
+        if path and host.realpath(path) not in seen:
+            seen.add(host.realpath(path))
+            side.append(name)
+    answers = _launchers(host, [*LAUNCHERS, *side])
+    launchers = tuple(answers[name] for name in LAUNCHERS)
+    others = []
+    for name in side:
+        launcher = answers[name]
         known = {(o.mpi.implementation, o.mpi.version) for o in (*launchers, *others) if o.mpi}
         if launcher.mpi is None or (launcher.mpi.implementation, launcher.mpi.version) not in known:
             others.append(launcher)

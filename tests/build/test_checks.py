@@ -360,3 +360,18 @@ def test_horovod_check_build_hang_or_traceback():
 
 def test_horovod_absent_is_skip():
     assert statuses(run_check(build.horovod, build_host())) == [Status.SKIP]
+
+
+def test_hung_launchers_are_asked_in_parallel():
+    import time
+
+    def hang(argv):
+        time.sleep(1.0)
+        return CommandResult(tuple(argv), None, "", "", 1.0, True)
+    host = build_host({"mpirun": hang, "mpiexec": hang, "mpiexec.mpich": hang, "mpirun.openmpi": hang},
+                      links={"/usr/bin/mpiexec.mpich": "/usr/bin/mpiexec.hydra"})
+    start = time.monotonic()
+    findings = run_check(build.mpi_implementation, host)
+    assert time.monotonic() - start < 2.5  # four 1 s hangs, not one after the other
+    assert [f.status for f in findings] == [Status.WARN] * 4
+    assert all("did not finish" in f.summary for f in findings)

@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--ports", default="", metavar="P1,P2", help="extra TCP ports to probe on every host")
     check.add_argument("-v", "--verbose", action="store_true", help="show OK findings and explanations")
     check.add_argument("--debug", action="store_true", help="include tracebacks of failing checks")
+    check.add_argument("--probe-torch", action="store_true",
+                       help="import torch in a subprocess to report its real distributed backends and NCCL (slower)")
 
     lst = sub.add_parser("list", help="list the available checks")
     lst.add_argument("--json", action="store_true")
@@ -203,6 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     facts.options = {  # inputs from the command line that facts (the host list) read
         "hosts": _split(args.hosts), "hostfile": args.hostfile, "horovod_hosts": args.horovod_hosts,
         "ports": _split([args.ports]) if args.ports else [],
+        "probe_torch": args.probe_torch,
     }
     total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
     jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))

@@ -350,3 +350,16 @@ class Host:
 
     def time(self) -> float:
         return time.time()
+
+    # --- installed software, cheaply ------------------------------------------------------
+
+    def distribution_metadata(self, name: str) -> tuple[str, str, str] | None:
+        """(version, location, METADATA text) of an installed distribution, without reading
+        its file list: torch's RECORD has 15,000 lines and costs 0.1 s to parse."""
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return None
+        return dist.version, str(dist.locate_file("")), dist.read_text("METADATA") or ""

@@ -161,6 +161,14 @@ class FakeHost(Host):
     def time(self) -> float:
         return 1_700_000_000.0
 
+    def distribution_metadata(self, name: str) -> tuple[str, str, str] | None:
+        dist = self.distribution(name)
+        if dist is None:
+            return None
+        metadata = next((f for f in dist.files if f.endswith(".dist-info/METADATA")), None)
+        text = self.files.get(os.path.join(dist.location, metadata)) if metadata else None
+        return dist.version, dist.location, text if isinstance(text, str) else ""
+
 
 def fixture_text(path: str) -> str:
     """A captured output, read as bytes and decoded the way Host.run decodes."""

@@ -8,7 +8,7 @@ from distdoctor.facts.build import nccl_version_string
 from distdoctor.host import CommandResult
 from distdoctor.model import Status
 from distdoctor.testing import fixture_text, run_check
-from tests.build.fake import (GPU_DIRS, INTEL_VERSION, MPICH_VERSION, OMPI_MPIEXEC, OMPI_VERSION, build_host,
+from tests.buildflags.fake import (GPU_DIRS, INTEL_VERSION, MPICH_VERSION, OMPI_MPIEXEC, OMPI_VERSION, build_host,
                               nccl_package, nccl_probe, torch_package)
 from tests.conftest import data_path
 

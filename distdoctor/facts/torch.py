@@ -35,20 +35,21 @@ class TorchInstall:
 @fact
 def torch_install(facts) -> TorchInstall:
     host = facts.host
-    dist = host.distribution("torch")
-    if dist is None:
+    found = host.distribution_location("torch")
+    if found is None:
         return TorchInstall(False)
-    package = os.path.join(dist.location, "torch")
+    dist_version, site = found
+    package = os.path.join(site, "torch")
     path = os.path.join(package, "version.py")
     try:
         text = host.read_text(path)
     except OSError as exc:
-        return TorchInstall(True, dist.version, location=package, error=f"{path}: {exc.strerror or exc}")
+        return TorchInstall(True, dist_version, location=package, error=f"{path}: {exc.strerror or exc}")
     if text is None:
-        return TorchInstall(True, dist.version, location=package,
+        return TorchInstall(True, dist_version, location=package,
                             error=f"{path} is missing: the torch installation is incomplete or broken")
     try:
         parsed = parse_version_py(text)
     except ParseError as exc:
-        return TorchInstall(True, dist.version, location=package, error=f"{path}: {exc}")
+        return TorchInstall(True, dist_version, location=package, error=f"{path}: {exc}")
     return TorchInstall(True, parsed.version, parsed.cuda, parsed.hip, package)

@@ -163,6 +163,10 @@ class FakeHost(Host):
     def time(self) -> float:
         return 1_700_000_000.0
 
+    def distribution_location(self, name: str) -> tuple[str, str] | None:
+        dist = self.distribution(name)
+        return (dist.version, dist.location) if dist is not None else None
+
     def nvml_snapshot(self, timeout: float = 4.0) -> dict[str, Any]:
         if self._nvml is None:
             return {"status": "unavailable", "error": "libnvidia-ml.so.1 not found"}

@@ -375,6 +375,19 @@ def test_nvml_hang_is_reported_without_calling_nvidia_smi():
     assert host.calls == []
 
 
+def test_hung_topology_after_a_healthy_driver():
+    from distdoctor.host import CommandResult
+
+    host = FakeHost(commands={
+        ("nvidia-smi",): open(H100_TABLE).read(),
+        ("nvidia-smi", "topo", "-m"): CommandResult(("nvidia-smi", "topo", "-m"), None, duration=8.0,
+                                                    timed_out=True)})
+    p2p = run_check(gpu_checks.p2p_topology, host)
+    assert statuses(p2p) == [Status.FAIL] and "`nvidia-smi topo -m` did not answer" in p2p[0].summary
+    nic = run_check(gpu_checks.nic_affinity, host)
+    assert statuses(nic) == [Status.SKIP] and "see gpu.p2p-topology" in nic[0].summary
+
+
 def test_real_nvml_without_a_driver_is_cheap():
     start = time.monotonic()
     snapshot = Host(env={"PATH": os.environ.get("PATH", "")}).nvml_snapshot(timeout=4)

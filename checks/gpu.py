@@ -130,7 +130,7 @@ def inventory(ctx: Context):
     models = sorted({g.name for g in gpus})
     driver = ctx.facts.gpu_driver
     evidence = {"source": inv.source, "driver_version": driver.driver_version, "count": len(gpus),
-                "expected_count": expected or None,
+                "expected_count": expected or None, "unreported_fields": list(inv.unreported),
                 "table": {"columns": ["GPU", "name", "bus id", "memory MiB", "uuid"],
                           "rows": [[g.index, g.name, g.bus_id or "?", g.memory_total_mib or "?", g.uuid or "?"]
                                    for g in gpus]}}
@@ -268,6 +268,8 @@ def _nccl_nics(ctx: Context, matrix: TopoMatrix) -> tuple[list[TopoDevice], str,
     spec = ctx.facts.nccl_settings.get("NCCL_IB_HCA")
     if not spec:
         return nics, "all RDMA NICs (NCCL_IB_HCA is not set; NCCL picks the closest per GPU)", []
+    if any(re.fullmatch(r"NIC\d+", d.name) for d in nics):
+        return nics, f"all RDMA NICs (NCCL_IB_HCA={spec} cannot be applied: nvidia-smi printed no NIC Legend)", []
     matches, names = _hca_matcher(spec)
     unknown = [n for n in names if not any(d.name.startswith(n) for d in nics)] if not spec.startswith("^") else []
     chosen = [d for d in nics if matches(d.name)]
@@ -478,6 +480,14 @@ def visible_devices(ctx: Context):
                        subject="CUDA_VISIBLE_DEVICES", evidence=evidence,
                        explanation="CUDA enumerates a single MIG device per process, and NCCL cannot communicate "
                                    "between MIG instances.", fix="give each rank one MIG device")
+        models = {g.name for g in inv.gpus}
+        if len(models) > 1 and any(e.isdigit() for e in entries) and \
+                ctx.env.get("CUDA_DEVICE_ORDER", "").strip() != "PCI_BUS_ID":
+            yield warn(f"CUDA_VISIBLE_DEVICES={value} uses indices on a node with mixed GPU models, and "
+                       "CUDA_DEVICE_ORDER is not PCI_BUS_ID", subject="CUDA_DEVICE_ORDER", evidence=evidence,
+                       explanation="CUDA numbers GPUs fastest first by default, nvidia-smi and Slurm by PCI bus: "
+                                   "with mixed models the same index names different GPUs.",
+                       fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID   # or list UUIDs from nvidia-smi -L")
         visible = len(entries)
     if local_rank is not None and local_rank >= visible and visible > 0:
         yield fail(f"local rank {local_rank} but only {visible} GPU(s) visible: torch.cuda.set_device({local_rank}) "

@@ -12,6 +12,7 @@ timeout, not one per check.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,7 +230,8 @@ class GpuInventory:
     gpus: tuple[Gpu, ...] = ()
     source: str = ""  # "nvml" or "nvidia-smi"
     problem: GpuProblem | None = None
-    notes: tuple[str, ...] = ()  # lines nvidia-smi printed instead of a GPU, fields it lacked
+    notes: tuple[str, ...] = ()  # lines nvidia-smi printed instead of a GPU
+    unreported: tuple[str, ...] = ()  # --query-gpu fields this driver does not know
 
     def by_index(self, index: int) -> Gpu | None:
         return next((g for g in self.gpus if g.index == index), None)
@@ -256,11 +258,21 @@ def gpus(facts) -> GpuInventory:
     smi = facts.nvidia_smi
     notes: list[str] = []
     fields = QUERY_FIELDS
-    result = smi.run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits")
-    if result.returncode == 2 or (not result.ok and "not a valid field" in result.stdout + result.stderr):
-        notes.append("this driver does not report MIG mode, ECC or throttle reasons through --query-gpu")
-        fields = BASIC_QUERY_FIELDS
+    # A driver that lacks one field refuses the whole query ('Field "x" is not a valid field to
+    # query.', exit 2): drop the field it names and ask again, down to the fields every driver has.
+    for _attempt in range(len(QUERY_FIELDS) - len(BASIC_QUERY_FIELDS) + 1):
         result = smi.run(f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits")
+        said = result.stdout + result.stderr
+        if result.ok or not (result.returncode == 2 or "not a valid field" in said):
+            break
+        named = re.search(r'Field "([^"]+)" is not a valid field', said)
+        if named and named.group(1) in fields and named.group(1) not in BASIC_QUERY_FIELDS:
+            fields = tuple(f for f in fields if f != named.group(1))
+        elif fields != BASIC_QUERY_FIELDS:
+            fields = BASIC_QUERY_FIELDS
+        else:
+            break
+    unreported = tuple(f for f in QUERY_FIELDS if f not in fields)
     if not result.ok:
         return GpuInventory(source="nvidia-smi", problem=command_problem(result))
     try:
@@ -282,7 +294,7 @@ def gpus(facts) -> GpuInventory:
                               for g in found)
         else:
             notes.append(f"MIG devices unknown: {listed.describe()}")
-    return GpuInventory(found, "nvidia-smi", None, tuple(notes))
+    return GpuInventory(found, "nvidia-smi", None, tuple(notes), unreported)
 
 
 @dataclass(frozen=True)

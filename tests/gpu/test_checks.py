@@ -136,15 +136,28 @@ def test_inventory_query_garbage_bytes(smi):
 def test_old_driver_without_query_fields_falls_back(smi):
     node(smi, table=data_path("nvidia_smi", "nvidia-smi_384_7gpu_gtx1070_no_cuda_field.txt"))
     smi.answer(QUERY, stdout='Field "mig.mode.current" is not a valid field to query.\n', exit=2)
-    basic = ",".join(QUERY_FIELDS[:6])
-    smi.answer(f"--query-gpu={basic} --format=csv,noheader,nounits",
-               stdout="".join(f"{i}, GeForce GTX 1070, GPU-{i}, 00000000:0{5 + i}:00.0, 8114, Disabled\n"
-                              for i in range(7)))
+    without_mig = [f for f in QUERY_FIELDS if f != "mig.mode.current"]
+    smi.answer(f"--query-gpu={','.join(without_mig)} --format=csv,noheader,nounits",
+               stdout='Field "clocks_throttle_reasons.active" is not a valid field to query.\n', exit=2)
+    known = [f for f in without_mig if f != "clocks_throttle_reasons.active"]
+    smi.answer(f"--query-gpu={','.join(known)} --format=csv,noheader,nounits",
+               stdout="".join(f"{i}, GeForce GTX 1070, GPU-{i}, 00000000:0{5 + i}:00.0, 8114, Disabled, "
+                              f"{'[N/A]' if i else '1'}\n" for i in range(7)))
     findings = run(gpu_checks.inventory, smi)
-    assert findings[-1].status == Status.OK and findings[-1].summary == "7 × GeForce GTX 1070"
+    assert statuses(findings) == [Status.OK] and findings[0].summary == "7 × GeForce GTX 1070"
+    assert findings[0].evidence["unreported_fields"] == ["mig.mode.current", "clocks_throttle_reasons.active"]
     health = run(gpu_checks.health, smi, {"require_persistence": False})
-    assert statuses(health) == [Status.OK]
-    assert health[0].evidence["table"]["rows"][0][3] == "?"  # ECC not reported by this driver
+    assert statuses(health) == [Status.FAIL, Status.OK]  # ECC still read after two fields were dropped
+    assert health[1].evidence["table"]["rows"][1][3] == "?" and health[1].evidence["table"]["rows"][1][4] == "?"
+
+
+def test_driver_that_refuses_the_query_without_naming_a_field(smi):
+    node(smi)
+    smi.answer(QUERY, stdout="Invalid combination of input arguments.\n", exit=2)
+    smi.answer(f"--query-gpu={','.join(QUERY_FIELDS[:6])} --format=csv,noheader,nounits",
+               stdout="0, Tesla K80, GPU-0, 0000:05:00.0, 11441, Enabled\n")
+    findings = run(gpu_checks.inventory, smi)
+    assert statuses(findings) == [Status.OK] and findings[0].summary == "1 × Tesla K80"
 
 
 @pytest.mark.slow
@@ -268,6 +281,14 @@ def test_nic_affinity_unknown_hca_name(smi):
     assert [r[3] for r in rows] == ["mlx5_0", "mlx5_1"]  # equally close NICs are spread over the GPUs
 
 
+def test_nic_affinity_hca_cannot_apply_without_nic_legend(smi):
+    node(smi, topo=data_path("nvidia_smi_topo", "topo_8xL40S_pcie_NODE_SYS_1nic_nolegend.txt"))
+    findings = run(gpu_checks.nic_affinity, smi, NCCL_IB_HCA="mlx5_0")
+    assert statuses(findings) == [Status.WARN]  # every GPU is SYS-far from the only NIC
+    assert "cannot be applied" in findings[0].evidence["nics"]
+    assert "NIC names are unknown" in findings[0].explanation
+
+
 def test_nic_affinity_without_nics_skips(smi):
     node(smi, topo=data_path("nvidia_smi_topo", "topo_aws_p4d.24xlarge_8xA100_noNIC.txt"))
     findings = run(gpu_checks.nic_affinity, smi)
@@ -296,6 +317,14 @@ def test_visible_devices_invalid(smi, value, expect):
     assert expect in findings[0].summary
     if value == "0,1,9":
         assert "only 0,1 will be visible" in findings[0].explanation
+
+
+def test_visible_devices_indices_on_mixed_models(smi):
+    node(smi, query=csv_rows(7, name="GeForce GTX 1070", overrides={6: {"name": "GeForce GTX 1080"}}))
+    findings = run(gpu_checks.visible_devices, smi, CUDA_VISIBLE_DEVICES="6,0")
+    assert statuses(findings) == [Status.WARN, Status.OK] and findings[0].subject == "CUDA_DEVICE_ORDER"
+    ordered = run(gpu_checks.visible_devices, smi, CUDA_VISIBLE_DEVICES="6,0", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    assert statuses(ordered) == [Status.OK]
 
 
 def test_visible_devices_one_gpu_per_rank_under_srun(smi):

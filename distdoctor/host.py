@@ -365,7 +365,13 @@ class Host:
         if self.env.get("DISTDOCTOR_NVML", "").strip() == "0":
             return {"status": "unavailable", "error": "NVML disabled by DISTDOCTOR_NVML=0"}
         box: dict[str, Any] = {}
-        thread = threading.Thread(target=lambda: box.update(_nvml_query()), daemon=True, name="nvml")
+        def work() -> None:
+            try:
+                box.update(_nvml_query())
+            except Exception as exc:  # an nvidia-ml-py that does not match the driver: fall back
+                box.update({"status": "error", "error": f"{type(exc).__name__}: {exc}"})
+
+        thread = threading.Thread(target=work, daemon=True, name="nvml")
         thread.start()
         thread.join(timeout)
         if thread.is_alive():
@@ -401,7 +407,11 @@ def _nvml_query() -> dict[str, Any]:
     def text(value: Any) -> str:
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
-    def ask(func, *args, default=None):
+    def ask(name: str, *args, default=None):
+        # By name: older nvidia-ml-py releases lack some functions (MIG, _v2 calls).
+        func = getattr(pynvml, name, None)
+        if func is None:
+            return default
         try:
             return func(*args)
         except pynvml.NVMLError:
@@ -411,35 +421,35 @@ def _nvml_query() -> dict[str, Any]:
         result: dict[str, Any] = {
             "status": "ok", "error": "",
             "driver_version": text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda_version": ask(pynvml.nvmlSystemGetCudaDriverVersion_v2),
+            "cuda_version": ask("nvmlSystemGetCudaDriverVersion_v2"),
             "gpus": [],
         }
-        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = "nvmlDeviceGetCurrentClocksEventReasons" if hasattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons") \
+            else "nvmlDeviceGetCurrentClocksThrottleReasons"
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            pci = ask(pynvml.nvmlDeviceGetPciInfo, handle)
-            memory = ask(pynvml.nvmlDeviceGetMemoryInfo, handle)
-            mig = ask(pynvml.nvmlDeviceGetMigMode, handle)
-            persistence = ask(pynvml.nvmlDeviceGetPersistenceMode, handle)
+            pci = ask("nvmlDeviceGetPciInfo", handle)
+            memory = ask("nvmlDeviceGetMemoryInfo", handle)
+            mig = ask("nvmlDeviceGetMigMode", handle)
+            persistence = ask("nvmlDeviceGetPersistenceMode", handle)
             mig_devices = []
             if mig and mig[0]:
-                for slot in range(ask(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle, default=0) or 0):
-                    child = ask(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+                for slot in range(ask("nvmlDeviceGetMaxMigDeviceCount", handle, default=0) or 0):
+                    child = ask("nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
                     if child is None:
                         continue
-                    name = text(ask(pynvml.nvmlDeviceGetName, child, default=""))
-                    mig_devices.append({"index": slot, "uuid": text(ask(pynvml.nvmlDeviceGetUUID, child, default="")),
+                    name = text(ask("nvmlDeviceGetName", child, default=""))
+                    mig_devices.append({"index": slot, "uuid": text(ask("nvmlDeviceGetUUID", child, default="")),
                                         "profile": name.rsplit("MIG ", 1)[-1] if "MIG " in name else name})
             result["gpus"].append({
                 "index": index,
-                "name": text(ask(pynvml.nvmlDeviceGetName, handle, default="")),
-                "uuid": text(ask(pynvml.nvmlDeviceGetUUID, handle, default="")) or None,
+                "name": text(ask("nvmlDeviceGetName", handle, default="")),
+                "uuid": text(ask("nvmlDeviceGetUUID", handle, default="")) or None,
                 "bus_id": text(pci.busId) if pci is not None else None,
                 "memory_total_mib": memory.total // (1024 * 1024) if memory is not None else None,
                 "persistence_mode": None if persistence is None else bool(persistence),
                 "mig_mode": None if mig is None else bool(mig[0]),
-                "ecc_uncorrected": ask(pynvml.nvmlDeviceGetTotalEccErrors, handle,
+                "ecc_uncorrected": ask("nvmlDeviceGetTotalEccErrors", handle,
                                        pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
                 "throttle_reasons": ask(reasons, handle),
                 "mig_devices": mig_devices,

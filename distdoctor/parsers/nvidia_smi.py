@@ -107,12 +107,9 @@ class TopoMatrix:
         return self.links.get((a, b)) or self.links.get((b, a))
 
 
-def _find_header(lines: list[str]) -> int:
-    for number, line in enumerate(lines):
-        tokens = line.split()
-        if tokens and tokens[0] == "GPU0" and (len(tokens) == 1 or tokens[1] != "X"):
-            return number
-    raise ParseError(TOOL, "no topology matrix found (no header line starting with GPU0)")
+def _header_candidates(lines: list[str]) -> list[int]:
+    return [number for number, line in enumerate(lines)
+            if (tokens := line.split()) and tokens[0] == "GPU0" and (len(tokens) == 1 or tokens[1] != "X")]
 
 
 def _split_header(line: str, number: int) -> tuple[list[str], list[str]]:
@@ -171,9 +168,23 @@ def _parse_legends(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def parse_topo_matrix(text: str) -> TopoMatrix:
-    """`nvidia-smi topo -m` (or `--matrix`), alone or embedded in other output."""
+    """`nvidia-smi topo -m` (or `--matrix`), alone or embedded in other output: the first line
+    that starts with GPU0 and reads as a matrix header is taken, so prose above it that happens
+    to start with GPU0 does not hide the matrix."""
     lines = text.splitlines()
-    start = _find_header(lines)
+    candidates = _header_candidates(lines)
+    if not candidates:
+        raise ParseError(TOOL, "no topology matrix found (no header line starting with GPU0)")
+    first_error: ParseError | None = None
+    for start in candidates:
+        try:
+            return _parse_matrix(lines, start)
+        except ParseError as exc:
+            first_error = first_error or exc
+    raise first_error
+
+
+def _parse_matrix(lines: list[str], start: int) -> TopoMatrix:
     labels, columns = _split_header(lines[start], start)
     if not labels:
         raise ParseError(TOOL, "the header names no devices", start + 1, lines[start])

@@ -78,6 +78,12 @@ def test_topo_embedded_and_indented_in_other_output():
     assert a.links == b.links and a.devices == b.devices and b.nic_legend["NIC7"] == "mlx5_7"
 
 
+def test_topo_prose_starting_with_gpu0_above_the_matrix():
+    original = fixture_text(data_path("nvidia_smi_topo", "topo_4xA10_allSYS_2nic.txt"))
+    m = parse_topo_matrix("GPU0 was reset at 03:12 (Xid 79)\n" + original)
+    assert m.links == parse_topo_matrix(original).links
+
+
 def test_topo_single_gpu():
     m = parse_topo_matrix("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-63\t0\t\tN/A\n")
     assert [g.label for g in m.gpus] == ["GPU0"] and m.links == {}

@@ -39,7 +39,8 @@ class FakeHost(Host):
                  connect: Mapping[tuple[str, int], str] | None = None,
                  distributions: Mapping[str, Distribution] | None = None,
                  cpu_affinity: Sequence[int] | None = None,
-                 cpu_count: int = 8):
+                 cpu_count: int = 8,
+                 nvml: Mapping[str, Any] | None = None):
         super().__init__(env=dict(env or {}))
         self.commands = dict(commands or {})
         self.files = dict(files or {})
@@ -57,6 +58,7 @@ class FakeHost(Host):
         self._affinity = list(cpu_affinity if cpu_affinity is not None else range(cpu_count))
         self._cpu_count = cpu_count
         self.calls: list[tuple[str, ...]] = []
+        self._nvml = dict(nvml) if nvml is not None else None
 
     def _answer(self, argv: tuple[str, ...]):
         # Most specific first: the whole argv, then the command name alone.
@@ -168,6 +170,11 @@ class FakeHost(Host):
         metadata = next((f for f in dist.files if f.endswith(".dist-info/METADATA")), None)
         text = self.files.get(os.path.join(dist.location, metadata)) if metadata else None
         return dist.version, dist.location, text if isinstance(text, str) else ""
+
+    def nvml_snapshot(self, timeout: float = 4.0) -> dict[str, Any]:
+        if self._nvml is None:
+            return {"status": "unavailable", "error": "libnvidia-ml.so.1 not found"}
+        return dict(self._nvml)
 
 
 def fixture_text(path: str) -> str:

@@ -51,7 +51,7 @@ def _as_list(value: Any, name: str) -> list[str]:
 def _settings(ctx: Context, ports: tuple[int, ...]) -> R.ProbeSettings:
     params = ctx.params
     return R.ProbeSettings(
-        timeout=float(params.get("timeout", 3.0)), ports=ports, ssh=bool(params.get("ssh", True)),
+        timeout=float(params.get("probe_timeout", 3.0)), ports=ports, ssh=bool(params.get("ssh", True)),
         ssh_port=int(params.get("ssh_port", 0) or 0),
         ssh_options=tuple(_as_list(params.get("ssh_options"), "ssh_options")),
         user=str(params.get("user", "") or ""), max_threads=int(params.get("max_threads", 1024)),
@@ -217,7 +217,7 @@ def _table(rows: list[R.HostReach], columns: list[str], max_rows: int, bad: set[
 
 @check("reach.hosts", title="Every host answers: name, TCP ports, passwordless ssh",
        tags=("reach", "ssh", "mpi", "horovod", "network"), timeout=30,
-       params={"timeout": 3.0, "ssh": True, "ssh_port": 0, "ssh_options": [], "user": "", "ports": [],
+       params={"probe_timeout": 3.0, "ssh": True, "ssh_port": 0, "ssh_options": [], "user": "", "ports": [],
                "hosts": [], "hostfile": "", "max_rows": 40, "max_threads": 1024})
 def hosts(ctx: Context) -> Iterator[Finding]:
     """Probes every host of the job at once, each probe with its own timeout, and says in one
@@ -230,7 +230,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     Hosts: `--hosts` (names, hostlist expressions), `--hostfile` (MPI hostfiles, `slots=`,
     comments), `-H h1:4,h2:4`, else the Slurm job's nodes, else the `hosts`/`hostfile`
     parameters. ssh options for the probe (`-F FILE`, `-i KEY`, `-o UserKnownHostsFile=...`) go
-    in `ssh_options`; `ssh_port` forces a port (0: what ssh would use). `timeout` is per probe:
+    in `ssh_options`; `ssh_port` forces a port (0: what ssh would use). `probe_timeout` is per probe:
     the whole check takes about one timeout, or twice it when a host accepts ssh connections
     and then hangs at login."""
     try:
@@ -255,7 +255,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
                        "or run inside a Slurm job", fix=_HOW_TO_GIVE_HOSTS)
         return
     if settings.timeout <= 0:
-        yield fail(f"reach.hosts timeout must be positive, not {settings.timeout:g}")
+        yield fail(f"reach.hosts probe_timeout must be positive, not {settings.timeout:g}")
         return
     weakening = [o for o in settings.ssh_options if o.replace(" ", "").lower() in _WEAKENING]
     if weakening:
@@ -344,7 +344,7 @@ def _loopback(address: str) -> bool:
 
 
 @check("reach.master-port", title="MASTER_ADDR:MASTER_PORT is reachable (and free on the master)",
-       tags=("reach", "torch", "rendezvous", "network"), timeout=15, params={"timeout": 3.0})
+       tags=("reach", "torch", "rendezvous", "network"), timeout=15, params={"probe_timeout": 3.0})
 def master_port(ctx: Context) -> Iterator[Finding]:
     """torch's env:// rendezvous: every rank connects to MASTER_ADDR:MASTER_PORT, where rank 0
     (or torchrun's agent) listens. Before launch, on the master node the port must be free to
@@ -354,7 +354,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
     Under torchrun the store is already up, so every node connects."""
     env = ctx.env
     addr = (env.get("MASTER_ADDR") or "").strip()
-    timeout = float(ctx.params.get("timeout", 3.0))
+    timeout = float(ctx.params.get("probe_timeout", 3.0))
     if not addr:
         yield skip("MASTER_ADDR is not set: no rendezvous endpoint to probe",
                    explanation="torchrun sets it from --master-addr/--rdzv-endpoint; with srun set it from "

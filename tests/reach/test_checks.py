@@ -102,7 +102,7 @@ def test_matrix_cells_groups_and_fixes():
 
 def test_ssh_argv_is_batch_mode_and_never_weakens_host_keys():
     host, calls = cluster_host()
-    run_with(host, reach.hosts, params={"ssh_options": ["-F", "/etc/dd/ssh_config"], "timeout": 2.5},
+    run_with(host, reach.hosts, params={"ssh_options": ["-F", "/etc/dd/ssh_config"], "probe_timeout": 2.5},
              options=OPTIONS)
     logins = [c for c in calls if "-G" not in c]
     assert len(logins) == 5

@@ -24,7 +24,8 @@ from distdoctor import hostlist
 from distdoctor.facts import fact
 from distdoctor.parsers import ParseError
 from distdoctor.parsers import ssh as ssh_parser
-from distdoctor.parsers.hostfile import HostList, check_name, parse_horovod_hosts, parse_hostfile
+from distdoctor.parsers.hostfile import (HostList, check_name, parse_horovod_hosts, parse_hostfile,
+                                         split_user)
 
 LOCALHOST_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
@@ -73,6 +74,19 @@ def _from_hostlist(parsed: HostList, source: Callable[[int | None], str], where:
     return hosts, problems
 
 
+def _named(names: Sequence[str], source: str, where: str) -> tuple[list[Target], list[str]]:
+    """Targets for the names that can be used (`user@host` allowed), a problem for each other."""
+    hosts, problems = [], []
+    for name in names:
+        user, bare, why = split_user(name)
+        why = why or check_name(bare)
+        if why:
+            problems.append(f"{where}: {why}")
+        else:
+            hosts.append(Target(bare, user, None, source))
+    return hosts, problems
+
+
 def collect_targets(host, *, hosts: Sequence[str] = (), hostfile: str | None = None,
                     horovod_hosts: str | None = None, origin: str = "command line") -> Targets:
     """The union of every host input, in order, each name once (the first source wins)."""
@@ -87,13 +101,9 @@ def collect_targets(host, *, hosts: Sequence[str] = (), hostfile: str | None = N
         except hostlist.HostlistError as exc:
             problems.append(f"--hosts: {exc}")
             names = []
-        for name in names:
-            user, at, bare = name.rpartition("@")
-            why = check_name(bare if at else name)
-            if why:
-                problems.append(f"--hosts: {why}")
-            else:
-                found.append(Target(bare if at else name, user, None, "--hosts"))
+        more, bad = _named(names, "--hosts", "--hosts")
+        found += more
+        problems += bad
     if hostfile:
         try:
             text = host.read_text(hostfile)
@@ -139,14 +149,8 @@ def slurm_targets(host, env: Mapping[str, str]) -> Targets:
             names = hostlist.expand(nodelist)
         except hostlist.HostlistError as exc:
             problems.append(f"SLURM_JOB_NODELIST={nodelist!r}: {exc}")
-    hosts = []
-    for name in names:
-        why = check_name(name)
-        if why:
-            problems.append(f"SLURM_JOB_NODELIST: {why}")
-        else:
-            hosts.append(Target(name, source=origin))
-    return Targets(tuple(hosts), origin, tuple(problems))
+    hosts, bad = _named(names, origin, "SLURM_JOB_NODELIST")
+    return Targets(tuple(hosts), origin, tuple(problems + bad))
 
 
 @fact
@@ -307,7 +311,9 @@ def ssh_base(settings: ProbeSettings, target: Target) -> tuple[list[str], str]:
 def _probe_ssh_port(host, target: Target, settings: ProbeSettings, ssh_installed: bool,
                     spawn: threading.Semaphore) -> ProbeResult:
     address, port, data = target.name, settings.ssh_port or 22, {}
-    if settings.ssh and ssh_installed:
+    # Without an explicit port, ask ssh where it would connect (~/.ssh/config's Port, HostName,
+    # ProxyJump). That is one more process per host, so an explicit ssh_port skips it.
+    if settings.ssh and ssh_installed and not settings.ssh_port:
         options, dest = ssh_base(settings, target)
         with spawn:
             dump = host.run(["ssh", "-G", *options, "--", dest], timeout=settings.timeout)

@@ -64,7 +64,7 @@ def check_name(name: str) -> str:
     return ""
 
 
-def _split_user(token: str) -> tuple[str, str, str]:
+def split_user(token: str) -> tuple[str, str, str]:
     """(user, host, error) from `user@host`."""
     if "@" not in token:
         return "", token, ""
@@ -94,7 +94,7 @@ def _slots_value(text: str) -> int | None:
 
 
 def _entry(token: str, line: int | None) -> tuple[HostEntry | None, str]:
-    user, rest, error = _split_user(token)
+    user, rest, error = split_user(token)
     if error:
         return None, error
     name, slots_text = _split_slots(rest)

@@ -145,8 +145,9 @@ def test_slurm_nodelist_without_scontrol_uses_hostlist():
 
 
 def test_hostlist_expression_cut_by_the_cli_is_rejoined():
-    targets = R.collect_targets(FakeHost(), hosts=["gpu[01", "03]", "login1"])
-    assert [t.name for t in targets.hosts] == ["gpu01", "gpu03", "login1"]
+    targets = R.collect_targets(FakeHost(), hosts=["gpu[01", "03]", "alice@login1", "-x@login2"])
+    assert [(t.user, t.name) for t in targets.hosts] == [("", "gpu01"), ("", "gpu03"), ("alice", "login1")]
+    assert targets.problems == ("--hosts: '-x' is not a user name",)
 
 
 def test_bad_inputs_become_findings_with_line_numbers():

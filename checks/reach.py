@@ -16,8 +16,7 @@ from distdoctor.facts import reach as R
 from distdoctor.model import Status
 from distdoctor.parsers import ssh as S
 
-_HOW_TO_GIVE_HOSTS = ("distdoctor check --only reach --hosts 'node[01-04]'      # or --hostfile FILE, "
-                      "or -H node01:4,node02:4")
+_HOW_TO_GIVE_HOSTS = "distdoctor check --only reach --hosts 'node[01-04]'   # or --hostfile F, -H n1:4,n2:4"
 
 # ssh options that switch host-key checking off: the product never adds them, and results
 # obtained with them say nothing about host keys.
@@ -46,6 +45,17 @@ def _as_list(value: Any, name: str) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     raise ValueError(f"parameter {name} must be a list of strings or a string, not {value!r}")
+
+
+def _input_fix(problem: str) -> dict[str, str]:
+    """Explanation and fix for one bad host-list or port entry."""
+    where = problem.split(":", 1)[0]
+    if "does not exist" in problem or "cannot read" in problem:
+        return {"explanation": "The hostfile is read as given, relative to the current directory.",
+                "fix": f"ls -l {shlex.quote(where)}"}
+    return {"explanation": "The launcher would reject or misread this entry too.",
+            "fix": "# hostfile lines: node01 slots=4  or  node01:4   (# starts a comment)\n"
+                   "# -H node01:4,node02:4   --hosts 'node[01-04]'   --ports 29500,29600-29603"}
 
 
 def _settings(ctx: Context, ports: tuple[int, ...]) -> R.ProbeSettings:
@@ -240,10 +250,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         yield fail(f"reach.hosts parameters: {exc}", fix="fix [checks.\"reach.hosts\"] in the config file")
         return
     for problem in list(targets.problems)[:20] + port_problems:
-        yield fail(problem, subject=problem.split(":", 1)[0],
-                   explanation="The launcher would reject or misread this entry too.",
-                   fix="fix the entry; hostfile lines look like `node01 slots=4` or `node01:4`, "
-                       "-H takes `node01:4,node02:4`, --ports takes `29500,29600-29603`")
+        yield fail(problem, subject=problem.split(":", 1)[0], **_input_fix(problem))
     if len(targets.problems) > 20:
         yield fail(f"... and {len(targets.problems) - 20} more bad host entries", subject="host list")
     if not targets.hosts:

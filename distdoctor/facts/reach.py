@@ -120,7 +120,7 @@ def collect_targets(host, *, hosts: Sequence[str] = (), hostfile: str | None = N
             found += more
             problems += bad
     if horovod_hosts is not None:
-        more, bad = _from_hostlist(parse_horovod_hosts(horovod_hosts), lambda _line: "-H", "-H entry")
+        more, bad = _from_hostlist(parse_horovod_hosts(horovod_hosts), lambda _line: "-H", "-H entry")  # "-H entry:2: ..."
         found += more
         problems += bad
     seen: set[tuple[str, str]] = set()

@@ -184,12 +184,12 @@ def test_weakening_ssh_options_are_called_out():
 class HungResolver(FakeHost):
     def resolve(self, name, timeout=3.0):
         if name == "stuck":
-            threading.Event().wait(60)
+            threading.Event().wait(10)
         return super().resolve(name, timeout)
 
     def connect(self, host, port, timeout=3.0):
         if host == "stuck":
-            threading.Event().wait(60)
+            threading.Event().wait(10)
         return super().connect(host, port, timeout)
 
 

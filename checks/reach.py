@@ -178,6 +178,9 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                 f"{keyscan}\n"
                 f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
                 f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+    if column == R.SSH and result.message.startswith("ssh is not installed"):
+        return ("mpirun and horovodrun need the ssh client to start remote ranks.",
+                "apt-get install openssh-client     # or: dnf install openssh-clients")
     return ("The probe failed; the message says why.",
             f"ssh{p_opt} -v {example} true" if column == R.SSH else f"nc -vz -w 3 {example} {port}")
 

@@ -395,13 +395,13 @@ def probe_hosts(host, targets: Sequence[Target], settings: ProbeSettings,
     results: dict[tuple[int, str], ProbeResult] = {}
     done = threading.Condition()
     work: queue.SimpleQueue = queue.SimpleQueue()
-    for number, task in enumerate(tasks):
-        work.put((number, task))
+    for task in tasks:
+        work.put(task)
 
     def worker() -> None:
         while True:
             try:
-                _number, (index, column, _limit, func) = work.get_nowait()
+                index, column, _limit, func = work.get_nowait()
             except queue.Empty:
                 return
             try:

@@ -270,3 +270,10 @@ def test_master_from_another_node():
     torchrun = master({"MASTER_ADDR": "node1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"},
                       connect={("node1", 29500): "refused"})
     assert torchrun[0].status is Status.FAIL
+
+
+def test_missing_ssh_client_is_named_with_its_package():
+    host = FakeHost(resolve={"c1": ["10.1.0.1"]}, connect={("c1", 22): "ok"})
+    findings = run_check(reach.hosts, host, {"hosts": ["c1"]})
+    assert findings[0].evidence["table"]["rows"] == [["c1", "ok <1ms", "ok <1ms", "error"]]
+    assert "openssh-client" in findings[1].fix and findings[1].status is Status.FAIL

@@ -23,7 +23,7 @@ from distdoctor.testing import run_check
 from tests.conftest import distdoctor_argv
 from tests.harness import apt
 from tests.harness.netns import Namespaces
-from tests.harness.sshd import SilentListener, SshLab
+from tests.harness.sshd import SilentListener, SshLab, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -187,3 +187,26 @@ def test_master_port_bind_and_connect_for_real():
     free = run_check(reach.master_port, Host(env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}))
     assert free[-1].status is Status.OK and "free to bind" in free[-1].summary
 
+
+
+def test_slurm_job_nodelist_through_real_scontrol(tmp_path):
+    """Inside a job, with no hosts given, the job's nodes are probed: the nodelist is expanded
+    by the real `scontrol show hostnames` (a minimal slurm.conf is enough, no daemon)."""
+    apt.ensure("slurm-client")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=ddr\nSlurmctldHost=localhost\nNodeName=n[1-2] CPUs=1\nPartitionName=p Nodes=ALL\n")
+    config = tmp_path / "config.toml"
+    config.write_text('[checks."reach.hosts"]\nssh_options = ["-F", "/dev/null", "-o", "IdentityAgent=none"]\n'
+                      f"probe_timeout = 1\nssh_port = {free_port()}\n")  # a closed port
+    env = dict(os.environ, SLURM_CONF=str(conf), SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="127.0.0.[1-2]",
+               XDG_CONFIG_HOME=str(tmp_path))
+    proc = subprocess.run([*distdoctor_argv(), "check", "--only", "reach.hosts", "--format", "json",
+                           "--config", str(config)], capture_output=True, text=True, timeout=60, env=env)
+    run = json.loads(proc.stdout)["checks"][0]
+    matrix = run["findings"][0]
+    assert [h["host"] for h in matrix["evidence"]["hosts"]] == ["127.0.0.1", "127.0.0.2"]
+    assert matrix["evidence"]["origin"] == "Slurm job 4242"
+    # nothing listens on that port: under Slurm that is a WARN, not a FAIL
+    ssh_findings = [f for f in run["findings"][1:] if f["evidence"]["probe"] in ("ssh", "tcp/ssh")]
+    assert ssh_findings and all(f["status"] == "warn" for f in ssh_findings)
+    assert "srun does not use ssh" in ssh_findings[0]["explanation"]

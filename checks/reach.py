@@ -272,11 +272,12 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         yield warn(f"ssh_options switch host-key checking off ({', '.join(weakening)})", subject="ssh_options",
                    explanation="With them the ssh column cannot tell an unknown or changed host key, and "
                                "every login is open to a man in the middle.",
-                   fix="remove them and add the host keys properly (see the fix for 'host key not known')")
+                   fix="# delete them from ssh_options, then add the hosts' keys as the fix for "
+                       "'host key not known here' shows")
 
     rows = R.probe_hosts(ctx.host, targets.hosts, settings)
     columns = R.probe_columns(settings)
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, Any], list[int]] = {}
     bad: set[int] = set()
     worst = Status.OK
     for i, row in enumerate(rows):
@@ -288,7 +289,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
             bad.add(i)
             worst = status if status.severity > worst.severity else worst
             if not _redundant(row, column, result):
-                groups.setdefault((column, result.kind), []).append(i)
+                groups.setdefault((column, result.kind, result.data.get("port")), []).append(i)
 
     per_host = [{"host": r.target.name, "user": r.target.user, "slots": r.target.slots,
                  "source": r.target.source, "probes": {c: r.probes[c].to_dict() for c in columns}}
@@ -304,7 +305,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         summary = f"{len(bad)} of {n} host{plural} from the {targets.origin} fail a probe"
         yield (fail if worst is Status.FAIL else warn)(summary, evidence=evidence)
 
-    for (column, kind), members in groups.items():
+    for (column, kind, _port), members in groups.items():
         names = [rows[i].target.name for i in members]
         first = rows[members[0]].probes[column]
         status = _severity(column, kind, targets.origin)

@@ -7,7 +7,7 @@ import pytest
 
 from distdoctor.parsers import ParseError
 from distdoctor.parsers.hostfile import check_name, parse_horovod_hosts, parse_hostfile
-from distdoctor.parsers.ssh import (HOSTKEY_CHANGED, HOSTKEY_UNKNOWN, KEY_DENIED, NOT_RESOLVED, OK, OTHER,
+from distdoctor.parsers.ssh import (HOSTKEY_UNKNOWN, KEY_DENIED, NOT_RESOLVED, OK, OTHER,
                                     REFUSED, TIMEOUT, parse_ssh_g, parse_ssh_result)
 from tests.conftest import data_path
 

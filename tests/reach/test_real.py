@@ -162,6 +162,7 @@ def test_hostfile_and_horovod_list_against_real_sshd(lab, tmp_path):
 
 
 def test_silent_socket_times_out_for_tcp_and_ssh_without_root_tricks():
+    apt.ensure("openssh-client")
     silent = SilentListener()
     try:
         settings = R.ProbeSettings(timeout=1, ssh_port=silent.port,

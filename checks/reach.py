@@ -178,6 +178,14 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                 f"{keyscan}\n"
                 f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
                 f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+    if column == R.SSH and ("kex_exchange_identification" in result.message
+                            or "Connection reset" in result.message):
+        return ("sshd accepted the connection and hung up before the key exchange. Usually sshd's "
+                "MaxStartups (default 10:30:100) dropping it because many unauthenticated logins arrive "
+                "at once (every node probing every other, or a scan), or a TCP wrapper/fail2ban refusing "
+                "this node. Something else than sshd may also listen on that port.",
+                f"ssh -v {example} true     # run again from one node; on {example}: "
+                "grep -i maxstartups /etc/ssh/sshd_config")
     if column == R.SSH and result.message.startswith("ssh is not installed"):
         return ("mpirun and horovodrun need the ssh client to start remote ranks.",
                 "apt-get install openssh-client     # or: dnf install openssh-clients")
@@ -266,6 +274,13 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         return
     if settings.timeout <= 0:
         yield fail(f"reach.hosts probe_timeout must be positive, not {settings.timeout:g}")
+        return
+    local_rank = ctx.run_context.local_rank
+    if local_rank not in (None, 0):
+        # Every rank of a node would probe the same hosts; many concurrent logins also trip
+        # sshd's MaxStartups on the targets and read as failures.
+        yield skip(f"local rank {local_rank}: local rank 0 of this node probes the hosts",
+                   evidence={"local_rank": local_rank})
         return
     weakening = [o for o in settings.ssh_options if o.replace(" ", "").lower() in _WEAKENING]
     if weakening:

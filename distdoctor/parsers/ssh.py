@@ -74,6 +74,8 @@ def parse_ssh_result(returncode: int | None, stderr: str, timed_out: bool = Fals
         return SshOutcome(REFUSED, _line_with(text, "Connection refused"))
     if re.search(r"Connection timed out|Operation timed out|timed out during banner exchange", text):
         return SshOutcome(TIMEOUT, _line_with(text, "timed out"))
+    if "kex_exchange_identification" in text:  # sshd hung up before the key exchange
+        return SshOutcome(OTHER, _line_with(text, "kex_exchange_identification"))
     return SshOutcome(OTHER, _last_line(text) or "ssh failed with status 255 and no message")
 
 

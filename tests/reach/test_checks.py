@@ -277,3 +277,20 @@ def test_missing_ssh_client_is_named_with_its_package():
     findings = run_check(reach.hosts, host, {"hosts": ["c1"]})
     assert findings[0].evidence["table"]["rows"] == [["c1", "ok <1ms", "ok <1ms", "error"]]
     assert "openssh-client" in findings[1].fix and findings[1].status is Status.FAIL
+
+
+def test_only_local_rank_zero_probes():
+    host = FakeHost(env={"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
+                         "SLURM_JOB_NODELIST": "n[1-2]"})
+    findings = run_check(reach.hosts, host)
+    assert findings[0].status is Status.SKIP and "local rank 1" in findings[0].summary
+    assert not any(c[0] == "ssh" for c in host.calls)
+
+
+def test_connection_closed_before_key_exchange_points_at_maxstartups():
+    answer, _ = ssh_answers({"c1": (255, "kex_exchange_identification: Connection closed by remote host\r\n"
+                                         "Connection closed by 10.1.0.1 port 22\r\n")})
+    host = FakeHost(resolve={"c1": ["10.1.0.1"]}, connect={("c1", 22): "ok"}, commands={"ssh": answer})
+    findings = run_check(reach.hosts, host, {"hosts": ["c1"]})
+    assert findings[1].summary == "ssh to c1: failed (kex_exchange_identification: Connection closed by remote host)"
+    assert "MaxStartups" in findings[1].explanation

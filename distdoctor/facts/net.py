@@ -78,14 +78,12 @@ def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: d
     notes: list[str] = []
     arphrd = _int(_read(host, f"{base}/type"))
     sys_present = arphrd is not None or host.exists(base)
-    if link is None and not sys_present and not addrs:
-        notes.append("vanished while being read")
+    if link is None and not sys_present:
+        notes.append("vanished while being read: listed by psutil, gone from `ip` and sysfs")
     device = host.readlink(f"{base}/device")
     wireless = host.exists(f"{base}/wireless") or host.exists(f"{base}/phy80211")
     kind = classify(name, info_kind=link.info_kind if link else "", arphrd=arphrd, has_device=device is not None,
                     wireless=wireless, tun_type=link.tun_type if link else "")
-    if link is None and not host.exists(f"{base}/device") and arphrd is None:
-        notes.append("kind unknown: neither `ip -d -j link` nor sysfs describe it")
     master_link = host.readlink(f"{base}/master")
     master = link.master if link and link.master else (master_link.rsplit("/", 1)[-1] if master_link else None)
     members: tuple[str, ...] = ()

@@ -42,6 +42,8 @@ def _child(lib: str, settings: dict, log_path: str) -> None:
     nccl = ctypes.CDLL(lib)
     uid = ctypes.create_string_buffer(128)
     rc = nccl.ncclGetUniqueId(uid)
+    # NCCL logs through C stdio, buffered when stdout is a file; os._exit would drop it.
+    ctypes.CDLL(None).fflush(None)
     sys.stdout.write(f"\nORACLE-RC={rc}\n")
     sys.stdout.flush()
     os._exit(0)

@@ -171,13 +171,12 @@ def nccl_socket_interface(ctx: Context):
     iface = table.get(pick.interface)
     usable, why = judge(iface, table, peers) if iface else (False, "not in the interface list")
     addr_scope = next((a.scope for a in iface.addresses if a.address == pick.address), "global") if iface else ""
-    via = f" (chosen by {choice.rule})"
     if usable and addr_scope == "link":
         usable, why = False, "an IPv6 link-local address: other nodes need the %scope, which is theirs, not ours"
     if not usable:
         yield warn(f"NCCL will advertise {pick.interface}:{pick.address} - {why}", subject=pick.interface,
                    evidence={**evidence, "table": _interface_table(table, choice)},
-                   explanation=f"NCCL picks it by {choice.rule}. Other ranks connect to the address NCCL "
+                   explanation=f"Chosen by {choice.rule}. Other ranks connect to the address NCCL "
                                "advertises; if they cannot reach it the job hangs at init or fails with "
                                "'Connection refused' / 'Network is unreachable' / 'No route to host'."
                                + (f" Use {best.name} ({judge(best, table, peers)[1]})." if best else ""),
@@ -196,7 +195,7 @@ def nccl_socket_interface(ctx: Context):
                        explanation="NET/Socket spreads traffic over every interface it selected; connections "
                                    "over an unreachable one hang.", fix=fix)
         else:
-            yield ok(f"NCCL will use {pick.interface} {pick.address} ({why}){via}", subject=pick.interface,
+            yield ok(f"NCCL will use {pick.interface} {pick.address} ({why}; {choice.rule})", subject=pick.interface,
                      evidence={**evidence, "interfaces": _records(table)})
 
 

@@ -221,7 +221,7 @@ def predict_nccl_interfaces(interfaces: Sequence[Interface], settings: Mapping[s
                        "character")
         setting, spec, error = None, None, ""
         sockets = _find(pairs, parse_ifname_list("ib"), family, MAX_IFS)
-        rule = "interfaces named ib* (NCCL's first choice)"
+        rule = "NCCL's first choice: names starting with ib"
         if not sockets and comm_id and len(comm_id) > 1:
             remote = _resolve_comm_id(comm_id, resolve)
             pick = _same_subnet(pairs, remote) if remote is not None else None
@@ -229,12 +229,12 @@ def predict_nccl_interfaces(interfaces: Sequence[Interface], settings: Mapping[s
                 sockets, rule = [pick], f"same subnet as NCCL_COMM_ID={comm_id}"
         if not sockets:
             sockets = _find(pairs, parse_ifname_list(DEFAULT_EXCLUDE), family, MAX_IFS)
-            rule = "any interface but docker*, lo*, virbr* (NCCL's default)"
+            rule = "NCCL's default: any interface but docker*, lo*, virbr*"
         for last in LAST_RESORTS:
             if sockets:
                 break
             sockets = _find(pairs, parse_ifname_list(last), family, MAX_IFS)
-            rule = f"last resort: {last}*"
+            rule = f"NCCL's last resort: {last}*"
         if not sockets:
             error = "no socket interface found"
             rule = "nothing usable"

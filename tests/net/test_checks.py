@@ -32,7 +32,7 @@ def test_default_choice_is_a_veth_named_ib0_and_warns_with_the_default_route_int
     assert f.status is Status.WARN
     assert "ib0:10.20.0.5" in f.summary and "veth" in f.summary
     assert f.fix == "export NCCL_SOCKET_IFNAME==enp1s0f0 GLOO_SOCKET_IFNAME=enp1s0f0"
-    assert f.evidence["rule"].startswith("interfaces named ib*")
+    assert f.evidence["rule"] == "NCCL's first choice: names starting with ib"
     assert [row[0] for row in f.evidence["table"]["rows"]][:2] == ["lo", "enp1s0f0"]
 
 

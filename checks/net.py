@@ -164,8 +164,7 @@ def nccl_socket_interface(ctx: Context):
         yield from _no_interface(choice, table, evidence, fix, source)
         return
 
-    for finding in _overmatch(choice, table, evidence):
-        yield finding
+    yield from _overmatch(choice, table, peers, evidence)
 
     pick = choice.bootstrap
     iface = table.get(pick.interface)
@@ -173,6 +172,12 @@ def nccl_socket_interface(ctx: Context):
     addr_scope = next((a.scope for a in iface.addresses if a.address == pick.address), "global") if iface else ""
     if usable and addr_scope == "link":
         usable, why = False, "an IPv6 link-local address: other nodes need the %scope, which is theirs, not ours"
+    if iface is not None and iface.kind == "loopback" and not _spans_nodes(ctx):
+        yield ok(f"NCCL will use {pick.interface} {pick.address}: fine on one node, unreachable from any other "
+                 f"({choice.rule})", subject=pick.interface, evidence={**evidence, "interfaces": _records(table)},
+                 explanation="For a multi-node job set NCCL_SOCKET_IFNAME to the interface the nodes share.",
+                 fix=fix)
+        return
     if not usable:
         yield warn(f"NCCL will advertise {pick.interface}:{pick.address} - {why}", subject=pick.interface,
                    evidence={**evidence, "table": _interface_table(table, choice)},
@@ -229,20 +234,27 @@ def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix
                    fix=fix)
 
 
-def _overmatch(choice: NcclChoice, table: InterfaceTable, evidence: dict):
+def _overmatch(choice: NcclChoice, table: InterfaceTable, peers: list[Peer], evidence: dict):
+    """A prefix that also takes interfaces the user probably did not mean: `eth1` taking eth10,
+    or `enp` taking a dummy next to the NIC. Several good NICs under one prefix are left alone:
+    that is how NET/Socket is told to use them all."""
     spec = choice.spec
     if spec is None or spec.exact or spec.exclude:
         return
-    used = {p.interface for p in choice.sockets}
+    used = [p.interface for p in choice.sockets]
     for prefix, _port in spec.entries:
         hits = [n for n in used if n.startswith(prefix)]
-        if len(hits) > 1 and (prefix in hits or len(spec.entries) == 1):
-            exact = prefix if prefix in hits else sorted(hits)[0]
-            yield warn(f"NCCL_SOCKET_IFNAME prefix {prefix!r} matches {', '.join(sorted(hits))}: NCCL uses all "
-                       "of them", subject="NCCL_SOCKET_IFNAME", evidence=evidence,
-                       explanation="Names are prefixes unless the value starts with '=': 'eth1' also takes "
-                                   "eth10 and eth11, and NCCL spreads traffic over every match.",
-                       fix=f"export NCCL_SOCKET_IFNAME={suggest_ifname([exact])}")
+        if len(hits) < 2:
+            continue
+        good = [n for n in hits if table.get(n) and judge(table.get(n), table, peers)[0]]
+        if prefix not in hits and len(good) == len(hits):
+            continue
+        meant = [prefix] if prefix in hits else good or hits[:1]
+        yield warn(f"NCCL_SOCKET_IFNAME prefix {prefix!r} matches {', '.join(hits)}: NCCL uses all of them",
+                   subject="NCCL_SOCKET_IFNAME", evidence=evidence,
+                   explanation="Names are prefixes unless the value starts with '=': 'eth1' also takes eth10 "
+                               "and eth11, and NCCL spreads traffic over every match.",
+                   fix=f"export NCCL_SOCKET_IFNAME={suggest_ifname(meant)}")
 
 
 # ---------------------------------------------------------------------------------------------

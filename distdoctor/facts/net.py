@@ -3,6 +3,7 @@ routes the kernel would take to the other nodes."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -211,6 +212,12 @@ def peers(facts) -> list[Peer]:
                 continue
             address = resolved.addresses[0]
         route, error = route_to(host, address)
+        if route is not None and route.kind == "local":
+            # This node is the peer (the master itself): the kernel answers "dev lo"; the
+            # interface that matters is the one holding the address.
+            owner = next((i.name for i in facts.interfaces.interfaces
+                          if any(a.address.split("%")[0] == address for a in i.addresses)), route.dev)
+            route = dataclasses.replace(route, dev=owner)
         out.append(Peer(name, source, address, route, error))
     return out
 

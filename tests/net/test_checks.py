@@ -72,9 +72,19 @@ def test_link_local_only_veth_warns():
     assert f.status is Status.WARN and f.subject == "vethab12cd" and "link-local" in f.summary
 
 
-def test_exclusion_list_that_lets_loopback_in_warns():
-    f = main_finding(run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": "^ib"})))
-    assert f.status is Status.WARN and "lo:127.0.0.1" in f.summary and "loopback" in f.summary
+def test_exclusion_list_that_lets_loopback_in_warns_for_multi_node_jobs():
+    single = main_finding(run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": "^ib"})))
+    assert single.status is Status.OK and "fine on one node" in single.summary
+    multi = main_finding(run_check(net.nccl_socket_interface,
+                                   lab_host({"NCCL_SOCKET_IFNAME": "^ib", "SLURM_JOB_NUM_NODES": "4"})))
+    assert multi.status is Status.WARN and "lo:127.0.0.1" in multi.summary and "loopback" in multi.summary
+
+
+def test_master_node_itself_is_judged_by_the_interface_holding_master_addr():
+    local = '[{"type":"local","dst":"10.20.0.5","dev":"lo","prefsrc":"10.20.0.5","flags":[],"uid":0,"cache":[]}]'
+    host = lab_host({"MASTER_ADDR": "10.20.0.5"}, commands={("ip", "-j", "route", "get", "10.20.0.5"): local})
+    findings = run_check(net.nccl_socket_interface, host)
+    assert statuses(findings) == [Status.OK] and findings[0].evidence["peers"][0]["dev"] == "ib0"
 
 
 def test_setting_from_etc_nccl_conf_is_used_and_named():
@@ -96,10 +106,23 @@ def test_malformed_values_get_clear_findings(value, problem):
     assert all(f.status is not Status.ERROR for f in findings)
 
 
-def test_prefix_matching_several_interfaces_warns_with_exact_syntax():
+def test_prefix_matching_a_dummy_next_to_the_nic_warns_with_exact_syntax():
     findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": "enp"}))
-    over = [f for f in findings if "matches" in f.summary and "NCCL uses all" in f.summary][0]
-    assert over.status is Status.WARN and "enp1s0f0" in over.summary and "enp4s0" in over.summary
+    over = [f for f in findings if "NCCL uses all" in f.summary][0]
+    assert over.status is Status.WARN and "enp1s0f0, enp4s0" in over.summary
+    assert over.fix == "export NCCL_SOCKET_IFNAME==enp1s0f0"
+
+
+def test_prefix_that_is_a_full_name_warns_but_several_good_nics_do_not():
+    host = lab_host({"NCCL_SOCKET_IFNAME": "enp4s0"}, **as_physical("enp1s0f0", "enp4s0"))
+    quiet = run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": "enp"},
+                                                          **as_physical("enp1s0f0", "enp4s0")))
+    assert not any("NCCL uses all" in f.summary for f in quiet)
+    assert not any("NCCL uses all" in f.summary for f in run_check(net.nccl_socket_interface, host))
+    host.if_addrs["enp4s0f1"] = [{"family": "inet", "address": "10.41.0.5", "netmask": "255.255.255.0"}]
+    host.if_stats["enp4s0f1"] = {"isup": True, "speed": 0, "mtu": 1500, "duplex": 0, "flags": "up,running"}
+    over = [f for f in run_check(net.nccl_socket_interface, host) if "NCCL uses all" in f.summary][0]
+    assert "enp4s0, enp4s0f1" in over.summary and over.fix == "export NCCL_SOCKET_IFNAME==enp4s0"
 
 
 def test_ip_missing_still_predicts_and_says_so():

@@ -45,6 +45,14 @@ def _read(host, path: str) -> str | None:
     return None if text is None else text.strip()
 
 
+def _list(host, path: str) -> list[str] | None:
+    """A sysfs directory's entries; None when absent or unreadable."""
+    try:
+        return host.list_dir(path)
+    except OSError:
+        return None
+
+
 def _int(text: str | None) -> int | None:
     try:
         return int(text) if text is not None else None
@@ -89,7 +97,7 @@ def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: d
     master = link.master if link and link.master else (master_link.rsplit("/", 1)[-1] if master_link else None)
     members: tuple[str, ...] = ()
     if kind in ("bridge", "container"):
-        members = tuple(host.list_dir(f"{base}/brif") or ())
+        members = tuple(_list(host, f"{base}/brif") or ())
     if kind == "bond":
         members = tuple((_read(host, f"{base}/bonding/slaves") or "").split())
     flags = (stats or {}).get("flags") or ""
@@ -137,7 +145,7 @@ def interfaces(facts) -> InterfaceTable:
         addrs, stats = {}, {}
     names = list(dict.fromkeys([*links, *addrs, *stats]))
     if not names:
-        names = host.list_dir(SYS_NET) or []
+        names = _list(host, SYS_NET) or []
     table = [_interface(host, n, links.get(n), addrs.get(n, []), stats.get(n)) for n in names]
     try:
         gateways = host.gateways()
@@ -253,13 +261,16 @@ def _after_colon(text: str | None) -> str:
 def infiniband(facts) -> InfinibandTable:
     """HCAs under /sys/class/infiniband with each port's state, physical state, rate, link layer."""
     host = facts.host
-    hcas = host.list_dir(SYS_IB) or []
     ports: list[IbPort] = []
     problems: list[str] = []
+    try:
+        hcas = host.list_dir(SYS_IB) or []
+    except OSError as exc:
+        return InfinibandTable((), (), (f"{SYS_IB}: {exc.strerror or exc}",))
     for hca in hcas:
         base = f"{SYS_IB}/{hca}"
-        netdevs = tuple(host.list_dir(f"{base}/device/net") or ())
-        port_names = host.list_dir(f"{base}/ports")
+        netdevs = tuple(_list(host, f"{base}/device/net") or ())
+        port_names = _list(host, f"{base}/ports")
         if port_names is None:
             problems.append(f"{base}/ports is missing or unreadable")
             continue

@@ -6,11 +6,11 @@ import errno
 
 import pytest
 
-from checks import net
+from distdoctor.checks import net
+from distdoctor.facts import Facts
 from distdoctor.host import CommandResult
 from distdoctor.model import Status
-from distdoctor.testing import run_check
-from distdoctor.facts import Facts
+from distdoctor.testing import FakeHost, run_check
 from tests.net.labhost import IP_LINK, as_physical, lab_host, route
 
 
@@ -245,3 +245,18 @@ def test_physical_interface_is_quiet():
     findings = [f for f in run_check(net.nccl_socket_interface, host) if f.subject != "interfaces"]
     assert statuses(findings) == [Status.OK]
     assert "physical Ethernet" in findings[0].summary
+
+
+class _Unlistable(FakeHost):
+    def list_dir(self, path):
+        if path.startswith("/sys/class/infiniband") or path.endswith("/brif"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return super().list_dir(path)
+
+
+def test_unlistable_sysfs_directories_are_findings():
+    host = lab_host()
+    host.__class__ = _Unlistable
+    ib = run_check(net.infiniband, host)
+    assert statuses(ib) == [Status.WARN, Status.SKIP] and "Permission denied" in ib[0].summary
+    assert Status.ERROR not in statuses(run_check(net.nccl_socket_interface, host))

@@ -209,3 +209,19 @@ def test_gpu_node_findings(lab):
     assert "link-local" in findings(ll, "warn")[0]["summary"]
     v6 = findings(check_json(ns, "v6")["net.nccl-socket-interface"], "warn")[0]
     assert v6["subject"] == "veth0a1b" and "=enp1s0f0" in v6["fix"]
+
+
+def test_gloo_and_mpi_in_the_gpu_node(lab):
+    ns, _lib, _home = lab
+    # /etc/hosts maps this machine's hostname to loopback, as on many cloud images
+    runs = check_json(ns, "gpu", {"SLURM_JOB_NUM_NODES": "2", "OMPI_MCA_btl_tcp_if_include": "10.81.11.0/24,eth9"})
+    gloo = runs["net.gloo-socket-interface"]
+    hostname = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    resolved = subprocess.run(["getent", "hosts", hostname], capture_output=True, text=True).stdout.split()
+    if resolved and resolved[0].startswith("127."):
+        assert gloo["status"] == "warn" and gloo["findings"][0]["fix"] == "export GLOO_SOCKET_IFNAME=enp1s0f0"
+    mpi = runs["net.mpi-tcp-interface"]
+    assert mpi["status"] == "warn" and "no interface named 'eth9'" in mpi["findings"][0]["summary"]
+    assert mpi["findings"][0]["evidence"]["matches"] == ["enp1s0f0"]
+    named = check_json(ns, "gpu", {"GLOO_SOCKET_IFNAME": "enp2s0f1"})["net.gloo-socket-interface"]
+    assert named["status"] == "fail" and "down" in named["findings"][0]["summary"]

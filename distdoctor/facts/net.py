@@ -82,6 +82,23 @@ def _links(host) -> tuple[dict[str, IpLink], str]:
         return {}, f"`ip -d -j link` printed something unreadable ({exc}); interface kinds come from sysfs alone"
 
 
+def _sysfs_kind(host, base: str, has_device: bool) -> str:
+    """The link kind from sysfs alone, for when `ip -d -j link` is unusable (iproute2 missing,
+    or older than 4.13 without -j): bridges, bonds and tun/tap have their own attribute
+    directories; a virtual link whose iflink differs from its ifindex has a peer (veth)."""
+    if host.exists(f"{base}/bridge"):
+        return "bridge"
+    if host.exists(f"{base}/bonding"):
+        return "bond"
+    if host.exists(f"{base}/tun_flags"):
+        return "tun"
+    if not has_device:
+        ifindex, iflink = _read(host, f"{base}/ifindex"), _read(host, f"{base}/iflink")
+        if ifindex and iflink and ifindex != iflink:
+            return "veth"
+    return ""
+
+
 def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: dict | None) -> Interface:
     base = f"{SYS_NET}/{name}"
     notes: list[str] = []
@@ -91,7 +108,8 @@ def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: d
         notes.append("vanished while being read: listed by psutil, gone from `ip` and sysfs")
     device = host.readlink(f"{base}/device")
     wireless = host.exists(f"{base}/wireless") or host.exists(f"{base}/phy80211")
-    kind = classify(name, info_kind=link.info_kind if link else "", arphrd=arphrd, has_device=device is not None,
+    info_kind = link.info_kind if link else _sysfs_kind(host, base, device is not None)
+    kind = classify(name, info_kind=info_kind, arphrd=arphrd, has_device=device is not None,
                     wireless=wireless, tun_type=link.tun_type if link else "")
     master_link = host.readlink(f"{base}/master")
     master = link.master if link and link.master else (master_link.rsplit("/", 1)[-1] if master_link else None)

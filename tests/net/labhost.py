@@ -31,13 +31,14 @@ def lab_host(env=None, *, commands=None, files=None, dirs=None, links=None, drop
     for name, data in report["ifaces"].items():
         base = f"/sys/class/net/{name}"
         if name not in drop_sysfs:
-            for key in ("type", "operstate", "carrier", "mtu", "speed", "ifindex"):
+            for key in ("type", "operstate", "carrier", "mtu", "speed", "ifindex", "iflink"):
                 value = data["sysfs"][key]
                 all_files[f"{base}/{key}"] = (OSError(errno.EINVAL, "Invalid argument") if value.startswith("<")
                                               else value + "\n")
             if data["sysfs"]["master"]:
                 all_links[f"{base}/master"] = f"../{data['sysfs']['master']}"
             if data["sysfs"]["is_bridge"]:
+                all_dirs[f"{base}/bridge"] = ["forward_delay", "stp_state"]
                 all_dirs[f"{base}/brif"] = [n for n, d in report["ifaces"].items()
                                             if d["sysfs"]["master"] == name]
         addrs[name] = [{"family": _FAMILY.get(a["family"], "link"), "address": a["address"],

@@ -132,6 +132,12 @@ def test_ip_missing_still_predicts_and_says_so():
     assert any("iproute2" in f.summary for f in findings)
     assert "ib0:10.20.0.5" in main_finding(findings).summary
     assert Status.ERROR not in statuses(findings)
+    kinds = {i.name: i.kind for i in Facts(host).interfaces.interfaces}
+    # sysfs alone: the bridge by its bridge/ directory, a veth by iflink != ifindex. The peers of
+    # enp1s0f0, ib0 and enp2s0f1 live in another namespace under the same index, so those are only
+    # known to be virtual (no device link), which is what the judgement needs.
+    assert kinds == {"lo": "loopback", "enp1s0f0": "virtual", "ib0": "virtual", "enp2s0f1": "virtual",
+                     "docker0": "bridge", "vethab12cd": "veth", "tap0": "virtual", "enp4s0": "virtual"}
 
 
 @pytest.mark.parametrize("answer", ["{not json", "[1, 2]", '{"ifname": 3}', ""])

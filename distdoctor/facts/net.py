@@ -111,7 +111,8 @@ def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: d
     info_kind = link.info_kind if link else _sysfs_kind(host, base, device is not None)
     kind = classify(name, info_kind=info_kind, arphrd=arphrd, has_device=device is not None,
                     wireless=wireless, tun_type=link.tun_type if link else "")
-    master_link = host.readlink(f"{base}/master")
+    # "master" links a bridge or bond port to its master; brport/bridge says the same for bridges
+    master_link = host.readlink(f"{base}/master") or host.readlink(f"{base}/brport/bridge")
     master = link.master if link and link.master else (master_link.rsplit("/", 1)[-1] if master_link else None)
     members: tuple[str, ...] = ()
     if kind in ("bridge", "container"):

@@ -99,7 +99,8 @@ def test_one_character_value_is_reported_as_ignored():
 
 
 @pytest.mark.parametrize("value, problem", [(" enp1s0f0", "spaces"), ("enp1s0f0,,", "stray comma"),
-                                            ("=", "ignored")])
+                                            ("=", "ignored"), ("^", "ignored"), ("", "ignored"),
+                                            ("=,", "selects every interface, loopback first")])
 def test_malformed_values_get_clear_findings(value, problem):
     findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": value}))
     assert any(problem in f.summary for f in findings if f.status is not Status.OK), [f.summary for f in findings]
@@ -123,6 +124,13 @@ def test_prefix_that_is_a_full_name_warns_but_several_good_nics_do_not():
     host.if_stats["enp4s0f1"] = {"isup": True, "speed": 0, "mtu": 1500, "duplex": 0, "flags": "up,running"}
     over = [f for f in run_check(net.nccl_socket_interface, host) if "NCCL uses all" in f.summary][0]
     assert "enp4s0, enp4s0f1" in over.summary and over.fix == "export NCCL_SOCKET_IFNAME==enp4s0"
+
+
+def test_bridge_port_found_through_brport_when_ip_is_missing():
+    host = lab_host(links={"/sys/class/net/vethab12cd/brport/bridge": "../../docker0"})
+    del host.commands[IP_LINK]
+    del host.links["/sys/class/net/vethab12cd/master"]
+    assert Facts(host).interfaces.get("vethab12cd").master == "docker0"
 
 
 def test_ip_missing_still_predicts_and_says_so():

@@ -205,7 +205,14 @@ def nccl_socket_interface(ctx: Context):
 
 
 def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix: str, source: str):
-    if choice.setting is not None and choice.spec is not None:
+    if choice.sockets:  # interfaces exist, but the bootstrap follows NCCL_COMM_ID and finds none
+        yield fail(f"NCCL will fail at init: {choice.error}", subject="NCCL_COMM_ID",
+                   evidence={**evidence, "table": _interface_table(table)},
+                   explanation="With NCCL_COMM_ID set, NCCL's bootstrap listens on the local address in the same "
+                               "subnet as that address, whatever NCCL_SOCKET_IFNAME says.",
+                   fix="export NCCL_COMM_ID=<address of rank 0 on a subnet every node shares>:<port>   "
+                       "# or unset NCCL_COMM_ID and let the framework pass the unique id")
+    elif choice.setting is not None and choice.spec is not None:
         named = [i for i in table.interfaces if choice.spec.matches(i.name)]
         reasons = []
         for i in named:

@@ -274,3 +274,16 @@ def test_unlistable_sysfs_directories_are_findings():
     ib = run_check(net.infiniband, host)
     assert statuses(ib) == [Status.WARN, Status.SKIP] and "Permission denied" in ib[0].summary
     assert Status.ERROR not in statuses(run_check(net.nccl_socket_interface, host))
+
+
+@pytest.mark.parametrize("comm_id, words", [("10.99.0.1:5000", "No usable listening interface"),
+                                            ("nosuchhost:5000", "Invalid NCCL_COMM_ID")])
+def test_nccl_comm_id_without_a_local_subnet_fails(comm_id, words):
+    findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_COMM_ID": comm_id}))
+    f = [x for x in findings if x.status is Status.FAIL][0]
+    assert f.subject == "NCCL_COMM_ID" and words in f.summary
+
+
+def test_nccl_comm_id_in_a_local_subnet_picks_that_interface():
+    findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_COMM_ID": "10.10.0.1:5000"}))
+    assert main_finding(findings).evidence["bootstrap"] == "enp1s0f0:10.10.0.5"

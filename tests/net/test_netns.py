@@ -111,6 +111,7 @@ def lab(tmp_path_factory):
         ns.run("gpu", ["sh", "-c", "for i in $(seq 50); do ip -6 addr show dev vethab12cd | grep -q fe80 && "
                                    "exit 0; sleep 0.1; done; exit 1"])
         home = tmp_path_factory.mktemp("home")
+        (home / "nccl.conf").write_text("# a site file\nNCCL_SOCKET_IFNAME=^=enp1s0f0,lo\nNCCL_DEBUG=WARN\n")
         yield ns, lib, str(home)
 
 
@@ -136,12 +137,16 @@ def predict(ns, short, matrix, home):
 @pytest.mark.parametrize("scenario", ["gpu", "ok", "dock", "v6"])
 def test_prediction_equals_the_real_nccl(lab, scenario):
     ns, lib, home = lab
-    matrix = COMMON + (GPU_ONLY if scenario == "gpu" else [])
+    conf = os.path.join(home, "nccl.conf")
+    matrix = COMMON + (GPU_ONLY if scenario == "gpu" else []) + [
+        {"NCCL_CONF_FILE": conf}, {"NCCL_CONF_FILE": conf, "NCCL_SOCKET_IFNAME": "=enp1s0f0"}]
     want = oracle(ns, lib, scenario, matrix, home)
     got = predict(ns, scenario, matrix, home)
     mismatches = [(m, w, g) for m, w, g in zip(matrix, want, got) if w != g]
     assert not mismatches, mismatches
     assert any(w is None for w in want) and len({tuple(w) for w in want if w}) >= 2  # the matrix discriminates
+    if scenario == "gpu":  # NCCL reads NCCL_CONF_FILE, and the environment wins over it
+        assert want[-2] == ["docker0", "10.81.14.1"] and want[-1] == ["enp1s0f0", "10.81.11.5"] and want[0][0] == "ib0"
 
 
 def check_json(ns, short, env=None, only="net"):

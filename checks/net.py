@@ -93,8 +93,9 @@ def _interface_table(table: InterfaceTable, choice: NcclChoice | None = None) ->
 
 
 def _records(table: InterfaceTable) -> list[dict]:
-    return [{"name": i.name, "kind": i.kind, "link_kind": i.link_kind, "state": i.state, "mtu": i.mtu,
-             "speed": i.speed, "master": i.master, "addresses": [str(a) for a in i.addresses]}
+    return [{"name": i.name, "kind": i.kind, "link_kind": i.link_kind, "virtual": i.virtual, "state": i.state,
+             "addressing": i.addressing, "mtu": i.mtu, "speed": i.speed, "master": i.master,
+             "addresses": [str(a) for a in i.addresses]}
             for i in table.interfaces]
 
 

@@ -115,6 +115,15 @@ class Interface:
     def routable(self) -> bool:
         return any(a.scope == "global" for a in self.addresses)
 
+    @property
+    def addressing(self) -> str:
+        """ipv4, ipv6-global (no IPv4), link-local-only, or none."""
+        if self.ipv4:
+            return "ipv4"
+        if self.ipv6_global:
+            return "ipv6-global"
+        return "link-local-only" if self.link_local_only else "none"
+
     def describe(self) -> str:
         """'veth, member of docker0' - the words a finding uses."""
         words = {"ethernet": "physical Ethernet", "infiniband": "IPoIB", "container": "container networking",

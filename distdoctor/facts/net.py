@@ -22,7 +22,6 @@ class InterfaceTable:
     interfaces: tuple[Interface, ...]  # in ifindex order, as NCCL walks them
     default_routes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # family -> [(gateway, dev)]
     problems: tuple[str, ...] = ()  # sources that could not be read; the table is built from the rest
-    kinds_known: bool = True  # False when `ip -d -j link` was unusable: kinds are then guesses from sysfs
 
     def get(self, name: str) -> Interface | None:
         return next((i for i in self.interfaces if i.name == name), None)
@@ -171,7 +170,7 @@ def interfaces(facts) -> InterfaceTable:
     except Exception as exc:
         problems.append(f"netifaces could not read the routing table: {exc}")
         gateways = {}
-    return InterfaceTable(tuple(ifindex_order(table)), dict(gateways), tuple(problems), kinds_known=bool(links))
+    return InterfaceTable(tuple(ifindex_order(table)), dict(gateways), tuple(problems))
 
 
 @dataclass(frozen=True)

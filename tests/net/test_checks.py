@@ -43,6 +43,11 @@ def test_master_addr_routed_through_ib0_makes_ib0_the_right_choice():
     assert statuses(findings) == [Status.OK]
     assert "ib0 10.20.0.5" in findings[0].summary
     assert findings[0].evidence["peers"][0]["dev"] == "ib0"
+    records = {r["name"]: r for r in findings[0].evidence["interfaces"]}
+    assert [records[n]["addressing"] for n in ("enp1s0f0", "vethab12cd", "tap0", "lo")] == \
+        ["ipv4", "link-local-only", "none", "ipv4"]
+    assert records["ib0"]["virtual"] and records["docker0"]["kind"] == "bridge"
+    assert records["tap0"]["state"] == "no-carrier" and records["enp2s0f1"]["state"] == "down"
 
 
 def test_route_lookup_to_master_addr_picks_the_suggestion():

@@ -8,6 +8,7 @@ by what the kernel says it is, and print the one setting that fixes it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 from distdoctor.api import Context, Finding, check, fail, ok, skip, warn
@@ -19,66 +20,83 @@ from distdoctor.nccl_socket import NcclChoice, parse_ifname_list, predict_nccl_i
 # Judging an interface
 
 
-def _peer_devs(peers: list[Peer]) -> list[str]:
-    return [p.route.dev for p in peers if p.route and p.route.dev]
+@dataclass(frozen=True)
+class Network:
+    """What the judgement of an interface needs: the interfaces, the routes to the other nodes,
+    and whether this is a container. In a Docker/Podman container a veth is the container's end
+    of a NATed bridge: other nodes cannot open connections to it, however the routes look from
+    inside."""
 
+    table: InterfaceTable
+    peers: tuple[Peer, ...] = ()
+    container: str = ""  # the container_network fact
 
-def judge(iface: Interface, table: InterfaceTable, peers: list[Peer]) -> tuple[bool, str]:
-    """(usable across nodes, why) for an interface NCCL might advertise."""
-    routes_peer = iface.name in _peer_devs(peers)
-    if iface.kind == "loopback":
-        return False, "loopback: other nodes cannot reach it"
-    if not iface.running:
-        return False, f"{iface.state}"
-    if iface.link_local_only:
-        return False, "only an IPv6 link-local address: not routable, and the scope id breaks connects"
-    if iface.master:
-        master = table.get(iface.master)
-        what = "bridge" if master and master.kind in ("bridge", "container") else "bond/team"
-        return False, f"{iface.describe()}: a {what} port, traffic never leaves this host through it"
-    if iface.kind in PHYSICAL_KINDS or iface.kind == "macvlan":
-        return True, iface.describe()
-    if iface.kind in ("bridge", "container") and iface.members:
-        physical = [m for m in iface.members if (table.get(m) and table.get(m).kind in PHYSICAL_KINDS)]
-        if physical:
-            return True, f"bridge over physical {', '.join(physical)}"
-    if routes_peer:
-        return True, f"{iface.describe()}, and the kernel routes the other nodes through it"
-    if iface.kind in ("veth", "container", "virtual", "overlay", "vpn") and iface.name in table.default_route_devs():
-        return True, f"{iface.describe()} carrying the default route: this network namespace's way out"
-    if iface.kind in ("bridge", "container") and not iface.members:
-        return False, f"{iface.describe()} with no ports: a host-internal network"
-    if iface.kind in ("bridge", "container"):
-        return False, f"{iface.describe()} of container/VM ports: its addresses exist only inside this host"
-    return False, f"{iface.describe()}: a virtual interface without the route to the other nodes"
+    @classmethod
+    def of(cls, ctx: Context) -> "Network":
+        return cls(ctx.facts.interfaces, tuple(ctx.facts.peers), ctx.facts.container_network)
 
+    def peer_devs(self) -> list[str]:
+        return [p.route.dev for p in self.peers if p.route and p.route.dev]
 
-def suggest(table: InterfaceTable, peers: list[Peer]) -> Interface | None:
-    """The interface NCCL and Gloo should use: up, with a routable address, judged usable;
-    the one the kernel routes the other nodes through when they are known."""
-    usable = [i for i in table.interfaces
-              if i.running and i.routable and i.kind != "loopback" and judge(i, table, peers)[0]]
-    if not usable:
-        return None
-    devs = _peer_devs(peers)
-    for dev in devs:
-        hit = next((i for i in usable if i.name == dev), None)
-        if hit:
-            return hit
-    default_devs = table.default_route_devs()
+    def judge(self, iface: Interface) -> tuple[bool, str]:
+        """(usable across nodes, why) for an interface NCCL might advertise."""
+        table = self.table
+        if iface.kind == "loopback":
+            return False, "loopback: other nodes cannot reach it"
+        if not iface.running:
+            return False, f"{iface.state}"
+        if iface.link_local_only:
+            return False, "only an IPv6 link-local address: not routable, and the scope id breaks connects"
+        if iface.master:
+            master = table.get(iface.master)
+            what = "bridge" if master and master.kind in ("bridge", "container") else "bond/team"
+            return False, f"{iface.describe()}: a {what} port, traffic never leaves this host through it"
+        if iface.kind in PHYSICAL_KINDS or iface.kind == "macvlan":
+            return True, iface.describe()
+        if iface.kind in ("bridge", "container") and iface.members:
+            physical = [m for m in iface.members if (table.get(m) and table.get(m).kind in PHYSICAL_KINDS)]
+            if physical:
+                return True, f"bridge over physical {', '.join(physical)}"
+        if self.container in ("docker", "podman") and iface.kind in ("veth", "container", "virtual"):
+            return False, (f"{iface.describe()}: this {self.container} container's end of a bridge network; other "
+                           "nodes cannot connect to its address (NAT)")
+        if iface.name in self.peer_devs():
+            return True, f"{iface.describe()}, and the kernel routes the other nodes through it"
+        if iface.kind in ("veth", "container", "virtual", "overlay", "vpn") and \
+                iface.name in table.default_route_devs():
+            return True, f"{iface.describe()} carrying the default route: this network namespace's way out"
+        if iface.kind in ("bridge", "container") and not iface.members:
+            return False, f"{iface.describe()} with no ports: a host-internal network"
+        if iface.kind in ("bridge", "container"):
+            return False, f"{iface.describe()} of container/VM ports: its addresses exist only inside this host"
+        return False, f"{iface.describe()}: a virtual interface without the route to the other nodes"
 
-    def rank(i: Interface) -> tuple:
-        return (i.kind != "infiniband", i.kind not in PHYSICAL_KINDS, i.name not in default_devs,
-                -(i.speed or 0), i.ifindex or 0)
+    def suggest(self) -> Interface | None:
+        """The interface NCCL and Gloo should use: up, with a routable address, judged usable;
+        the one the kernel routes the other nodes through when they are known."""
+        usable = [i for i in self.table.interfaces
+                  if i.running and i.routable and i.kind != "loopback" and self.judge(i)[0]]
+        for dev in self.peer_devs():
+            hit = next((i for i in usable if i.name == dev), None)
+            if hit:
+                return hit
+        default_devs = self.table.default_route_devs()
 
-    return sorted(usable, key=rank)[0]
+        def rank(i: Interface) -> tuple:
+            return (i.kind != "infiniband", i.kind not in PHYSICAL_KINDS, i.name not in default_devs,
+                    -(i.speed or 0), i.ifindex or 0)
 
+        return min(usable, key=rank, default=None)
 
-def _fix(name: str | None) -> str:
-    if not name:
+    def fix(self) -> str:
+        best = self.suggest()
+        if best:
+            return f"export NCCL_SOCKET_IFNAME={suggest_ifname([best.name])} GLOO_SOCKET_IFNAME={best.name}"
+        if self.container in ("docker", "podman"):
+            return (f"{self.container} run --network=host ...   # no variable can make a NATed container address "
+                    "reachable; on Kubernetes use hostNetwork: true or a routed CNI")
         return ("bring up a physical or IPoIB interface with an address (ip link set <if> up; ip addr add ...), "
                 "or run the container with --network=host")
-    return f"export NCCL_SOCKET_IFNAME={suggest_ifname([name])} GLOO_SOCKET_IFNAME={name}"
 
 
 def _interface_table(table: InterfaceTable, choice: NcclChoice | None = None) -> dict:
@@ -141,10 +159,11 @@ def nccl_socket_interface(ctx: Context):
                    explanation="Neither psutil, `ip` nor /sys/class/net answered.", fix="check that /sys is mounted")
         return
     settings = ctx.facts.nccl_settings
-    peers: list[Peer] = ctx.facts.peers
+    network = Network.of(ctx)
+    peers = network.peers
     choice = predict_nccl_interfaces(table.interfaces, settings, resolve=_resolver(ctx))
-    best = suggest(table, peers)
-    fix = _fix(best.name if best else None)
+    best = network.suggest()
+    fix = network.fix()
     source = _source(ctx, "NCCL_SOCKET_IFNAME")
     evidence = {"rule": choice.rule, "bootstrap": str(choice.bootstrap) if choice.bootstrap else None,
                 "sockets": [str(p) for p in choice.sockets], "NCCL_SOCKET_IFNAME": choice.setting,
@@ -165,11 +184,11 @@ def nccl_socket_interface(ctx: Context):
         yield from _no_interface(choice, table, evidence, fix, source)
         return
 
-    yield from _overmatch(choice, table, peers, evidence)
+    yield from _overmatch(choice, network, evidence)
 
     pick = choice.bootstrap
     iface = table.get(pick.interface)
-    usable, why = judge(iface, table, peers) if iface else (False, "not in the interface list")
+    usable, why = network.judge(iface) if iface else (False, "not in the interface list")
     addr_scope = next((a.scope for a in iface.addresses if a.address == pick.address), "global") if iface else ""
     if usable and addr_scope == "link":
         usable, why = False, "an IPv6 link-local address: other nodes need the %scope, which is theirs, not ours"
@@ -185,14 +204,14 @@ def nccl_socket_interface(ctx: Context):
                    explanation=f"Chosen by {choice.rule}. Other ranks connect to the address NCCL "
                                "advertises; if they cannot reach it the job hangs at init or fails with "
                                "'Connection refused' / 'Network is unreachable' / 'No route to host'."
-                               + (f" Use {best.name} ({judge(best, table, peers)[1]})." if best else ""),
+                               + (f" Use {best.name} ({network.judge(best)[1]})." if best else ""),
                    fix=fix)
     else:
         others = [p for p in choice.sockets[1:]]
         bad_others = []
         for p in others:
             other = table.get(p.interface)
-            good, reason = judge(other, table, peers) if other else (False, "unknown")
+            good, reason = network.judge(other) if other else (False, "unknown")
             if not good:
                 bad_others.append(f"{p.interface} ({reason})")
         if bad_others:
@@ -242,7 +261,7 @@ def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix
                    fix=fix)
 
 
-def _overmatch(choice: NcclChoice, table: InterfaceTable, peers: list[Peer], evidence: dict):
+def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
     """A prefix that also takes interfaces the user probably did not mean: `eth1` taking eth10,
     or `enp` taking a dummy next to the NIC. Several good NICs under one prefix are left alone:
     that is how NET/Socket is told to use them all."""
@@ -254,7 +273,8 @@ def _overmatch(choice: NcclChoice, table: InterfaceTable, peers: list[Peer], evi
         hits = [n for n in used if n.startswith(prefix)]
         if len(hits) < 2:
             continue
-        good = [n for n in hits if table.get(n) and judge(table.get(n), table, peers)[0]]
+        table = network.table
+        good = [n for n in hits if table.get(n) and network.judge(table.get(n))[0]]
         if prefix not in hits and len(good) == len(hits):
             continue
         meant = [prefix] if prefix in hits else good or hits[:1]
@@ -297,10 +317,10 @@ def gloo_socket_interface(ctx: Context):
     this node's hostname resolves to; when that is 127.0.0.1 every rank advertises loopback and a
     multi-node job hangs at init."""
     table: InterfaceTable = ctx.facts.interfaces
-    peers: list[Peer] = ctx.facts.peers
-    best = suggest(table, peers)
+    network = Network.of(ctx)
+    best = network.suggest()
     value = ctx.env.get("GLOO_SOCKET_IFNAME")
-    fix = f"export GLOO_SOCKET_IFNAME={best.name}" if best else _fix(None)
+    fix = f"export GLOO_SOCKET_IFNAME={best.name}" if best else network.fix()
     if value is not None:
         names = [n for n in value.split(",")]
         if not value.strip() or any(n == "" for n in names):
@@ -325,7 +345,7 @@ def gloo_socket_interface(ctx: Context):
                            explanation="Gloo cannot bind to an interface without a usable address.")
                 bad = True
             else:
-                usable, why = judge(iface, table, peers)
+                usable, why = network.judge(iface)
                 if not usable:
                     yield warn(f"GLOO_SOCKET_IFNAME={name}: {why}", subject=name, fix=fix,
                                explanation="Other ranks connect to the address Gloo advertises.")
@@ -385,8 +405,7 @@ def mpi_tcp_interface(ctx: Context):
     loopback; setting both is an error in Open MPI."""
     table: InterfaceTable = ctx.facts.interfaces
     env = ctx.env
-    peers = ctx.facts.peers
-    best = suggest(table, peers)
+    best = Network.of(ctx).suggest()
     found = False
     for layer in ("btl_tcp", "oob_tcp"):
         inc = env.get(f"OMPI_MCA_{layer}_if_include")

@@ -300,3 +300,41 @@ def infiniband(facts) -> InfinibandTable:
                                 _after_colon(_read(host, f"{pb}/phys_state")), _read(host, f"{pb}/rate") or "",
                                 _read(host, f"{pb}/link_layer") or "", netdevs))
     return InfinibandTable(tuple(hcas), tuple(ports), tuple(problems))
+
+
+def _root_fstype(host) -> str:
+    """The filesystem type mounted at / for this process (the last / entry in mountinfo wins)."""
+    try:
+        text = host.read_text("/proc/self/mountinfo") or ""
+    except OSError:
+        return ""
+    fstype = ""
+    for line in text.splitlines():
+        fields, _sep, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) > 4 and parts[4] == "/" and rest.split():
+            fstype = rest.split()[0]
+    return fstype
+
+
+@fact
+def container_network(facts) -> str:
+    """What kind of container this process's network belongs to: "kubernetes" (a pod: its
+    address is routed between nodes by the CNI), "docker" or "podman" (bridge mode unless
+    --network=host: the address is NATed and other nodes cannot connect to it), or "" (the host,
+    as far as can be told). /.dockerenv alone proves nothing: VMs built from container images
+    keep it, so a container also needs an overlay root or a container cgroup."""
+    host = facts.host
+    if host.env.get("KUBERNETES_SERVICE_HOST"):
+        return "kubernetes"
+    marker = "docker" if host.exists("/.dockerenv") else "podman" if host.exists("/run/.containerenv") else ""
+    if not marker:
+        return ""
+    try:
+        cgroup = host.read_text("/proc/self/cgroup") or ""
+    except OSError:
+        cgroup = ""
+    in_container_cgroup = any(word in cgroup for word in ("/docker", "containerd", "libpod", "/lxc"))
+    if _root_fstype(host) in ("overlay", "aufs", "fuse.fuse-overlayfs") or in_container_cgroup:
+        return marker
+    return ""

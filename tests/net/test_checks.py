@@ -292,3 +292,31 @@ def test_nccl_comm_id_without_a_local_subnet_fails(comm_id, words):
 def test_nccl_comm_id_in_a_local_subnet_picks_that_interface():
     findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_COMM_ID": "10.10.0.1:5000"}))
     assert main_finding(findings).evidence["bootstrap"] == "enp1s0f0:10.10.0.5"
+
+
+def test_inside_a_docker_bridge_container_no_variable_helps():
+    # A container started without --network=host: eth0 is its end of docker0's veth pair.
+    overlay = "1186 1046 0:91 / / rw,relatime master:336 - overlay overlay rw,lowerdir=/var/lib/docker/l/A\n"
+    host = lab_host({"SLURM_JOB_NUM_NODES": "2", "MASTER_ADDR": "10.10.0.1"},
+                    files={"/.dockerenv": "", "/proc/self/mountinfo": overlay},
+                    commands={("ip", "-j", "route", "get", "10.10.0.1"): route("enp1s0f0", "10.10.0.1", "10.10.0.5")})
+    f = main_finding(run_check(net.nccl_socket_interface, host))
+    assert f.status is Status.WARN and "docker container's end of a bridge network" in f.summary
+    assert f.fix.startswith("docker run --network=host")
+    gloo = run_check(net.gloo_socket_interface, host)
+    assert gloo[0].fix.startswith("docker run --network=host")
+
+
+def test_a_kubernetes_pod_uplink_is_fine():
+    host = lab_host({"KUBERNETES_SERVICE_HOST": "10.96.0.1", "NCCL_SOCKET_IFNAME": "=enp1s0f0"})
+    assert statuses(run_check(net.nccl_socket_interface, host)) == [Status.OK]
+
+
+def test_dockerenv_left_in_a_vm_image_is_not_a_container():
+    # This lab machine: a VM built from a container image, /.dockerenv present, ext4 root.
+    ext4 = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
+    host = lab_host(files={"/.dockerenv": "", "/proc/self/mountinfo": ext4, "/proc/self/cgroup": "9:pids:/\n"})
+    assert Facts(host).container_network == ""
+    cgroup = lab_host(files={"/.dockerenv": "", "/proc/self/mountinfo": ext4,
+                             "/proc/self/cgroup": "9:pids:/docker/0123abcd\n"})
+    assert Facts(cgroup).container_network == "docker"

@@ -166,3 +166,22 @@ def test_suggestion_syntax():
     value = suggest_ifname(["ens6", "ens14f0"])
     for node, name in zip(two_nodes, ("ens6", "ens14f0")):
         assert predict_nccl_interfaces(node, {"NCCL_SOCKET_IFNAME": value}).bootstrap.interface == name
+
+
+def test_real_logs_list_every_ipv4_address_before_any_ipv6_one():
+    """The ordering rule the model relies on (getifaddrs: all IPv4, then all IPv6), as seen in
+    socket lists NCCL printed on other people's machines."""
+    import glob
+
+    from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
+
+    checked = 0
+    for path in glob.glob(data_path("nccl_debug", "*.txt")):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            log = parse_nccl_net_log(fh.read())
+        for selection in log.of("socket"):
+            families = ["inet6" if ":" in addr else "inet" for _if, addr in selection.interfaces]
+            assert families == sorted(families), (path, selection)
+            assert len({name for name, _ in selection.interfaces}) == len(selection.interfaces)  # one per interface
+            checked += "inet6" in families and "inet" in families
+    assert checked >= 3

@@ -7,6 +7,7 @@ import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
 
+from distdoctor import hostlist
 from distdoctor.facts import fact
 from distdoctor.netif import Address, Interface, classify, ifindex_order
 from distdoctor.parsers import ParseError
@@ -221,8 +222,12 @@ def peers(facts) -> list[Peer]:
         name = comm_id[1:].split("]", 1)[0] if comm_id.startswith("[") else comm_id.rsplit(":", 1)[0]
         wanted.append((name, "NCCL_COMM_ID"))
     options = getattr(facts, "options", None) or {}
-    for name in options.get("hosts", []) if isinstance(options, dict) else []:
-        wanted.append((name, "--hosts"))
+    for expr in options.get("hosts", []) if isinstance(options, dict) else []:
+        try:
+            names = hostlist.expand(expr)
+        except hostlist.HostlistError:
+            names = [expr]  # reported by the reach checks; a route lookup of it fails cleanly here
+        wanted.extend((name, "--hosts") for name in names[:MAX_PEERS])
     own = {facts.host.hostname()}
     out: list[Peer] = []
     seen = set()

@@ -320,3 +320,12 @@ def test_dockerenv_left_in_a_vm_image_is_not_a_container():
     cgroup = lab_host(files={"/.dockerenv": "", "/proc/self/mountinfo": ext4,
                              "/proc/self/cgroup": "9:pids:/docker/0123abcd\n"})
     assert Facts(cgroup).container_network == "docker"
+
+
+def test_hosts_from_the_command_line_are_expanded_and_routed():
+    host = lab_host(commands={("ip", "-j", "route", "get", "10.20.0.7"): route("ib0", "10.20.0.7", "10.20.0.5"),
+                              ("ip", "-j", "route", "get", "10.20.0.8"): route("ib0", "10.20.0.8", "10.20.0.5")},
+                    resolve={"node1": ["127.0.0.1"], "gpu07": ["10.20.0.7"], "gpu08": ["10.20.0.8"]})
+    facts = Facts(host)
+    facts.options = {"hosts": ["gpu[07-08]"]}
+    assert [(p.name, p.route.dev) for p in facts.peers] == [("gpu07", "ib0"), ("gpu08", "ib0")]

@@ -19,6 +19,17 @@ def _report() -> dict:
         return json.load(fh)
 
 
+def _gateways() -> dict:
+    """Default gateways as Host.gateways() reports them, from netifaces-plus's view of the lab
+    namespace ({'2': [[gateway, interface, is_default]]}: 2 is AF_INET, 10 AF_INET6)."""
+    with open(data_path("netif", "netifaces_plus_report.json")) as fh:
+        report = json.load(fh)["gateways"]
+    out: dict = {}
+    for family, name in (("2", "inet"), ("10", "inet6")):
+        out.update({name: [(gw, dev) for gw, dev, _default in report[family]]} if family in report else {})
+    return out
+
+
 def lab_host(env=None, *, commands=None, files=None, dirs=None, links=None, drop_sysfs=(), if_stats=None,
              hostname="node1", resolve=None, gateways=None) -> FakeHost:
     report = _report()
@@ -53,7 +64,7 @@ def lab_host(env=None, *, commands=None, files=None, dirs=None, links=None, drop
     all_links.update(links or {})
     return FakeHost(env=env or {}, commands=all_commands, files=all_files, dirs=all_dirs, links=all_links,
                     if_addrs=addrs, if_stats=if_stats if if_stats is not None else stats, hostname=hostname,
-                    gateways=gateways if gateways is not None else {"inet": [("10.10.0.1", "enp1s0f0")]},
+                    gateways=gateways if gateways is not None else _gateways(),
                     resolve=resolve if resolve is not None else {hostname: ["127.0.0.1"]})
 
 

@@ -235,7 +235,7 @@ def peers(facts) -> list[Peer]:
         if name in seen or name in own or len(out) >= MAX_PEERS:
             continue
         seen.add(name)
-        address = name.split("%", 1)[0]
+        address = name.strip("[]").split("%", 1)[0]  # MASTER_ADDR=[fd00::1] is common for IPv6
         if not _is_ip(address):
             resolved = host.resolve(name, timeout=1.0)
             if not resolved.addresses:

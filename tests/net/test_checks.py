@@ -329,3 +329,10 @@ def test_hosts_from_the_command_line_are_expanded_and_routed():
     facts = Facts(host)
     facts.options = {"hosts": ["gpu[07-08]"]}
     assert [(p.name, p.route.dev) for p in facts.peers] == [("gpu07", "ib0"), ("gpu08", "ib0")]
+
+
+def test_bracketed_ipv6_master_addr_is_looked_up_as_an_address():
+    host = lab_host({"MASTER_ADDR": "[fd00:10::1]"},
+                    commands={("ip", "-j", "route", "get", "fd00:10::1"): route("enp1s0f0", "fd00:10::1", "fd00:10::5")})
+    (peer,) = Facts(host).peers
+    assert peer.address == "fd00:10::1" and peer.route.dev == "enp1s0f0" and not peer.error

@@ -169,7 +169,7 @@ def _find(pairs, spec: IfnameSpec, family: str | None, limit: int) -> list[NcclP
     return found
 
 
-def _comm_id_address(value: str) -> tuple[ipaddress._BaseAddress | None, str]:
+def _comm_id_address(value: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, str]:
     """NCCL_COMM_ID is '<ipv4>:<port>', '[<ipv6>]:<port>' or '<hostname>:<port>'."""
     text = value.strip()
     if text.startswith("["):
@@ -240,7 +240,7 @@ def predict_nccl_interfaces(interfaces: Sequence[Interface], settings: Mapping[s
             rule = "nothing usable"
 
     bootstrap = sockets[0] if sockets else None
-    if comm_id:
+    if comm_id is not None:  # set at all, even empty: NCCL then refuses it as invalid
         # The bootstrap listens on the address in NCCL_COMM_ID's subnet, ignoring the rest.
         remote = _resolve_comm_id(comm_id, resolve)
         bootstrap = _same_subnet(pairs, remote) if remote is not None else None

@@ -106,6 +106,7 @@ def test_comm_id_subnet_for_bootstrap_and_sockets():
     named = predict_nccl_interfaces(nodes, {"NCCL_COMM_ID": "head:5555"}, resolve=lambda h: "10.1.0.1")
     assert named.bootstrap.interface == "enp1"
     assert "Invalid NCCL_COMM_ID" in predict_nccl_interfaces(nodes, {"NCCL_COMM_ID": "head:5555"}).error
+    assert "Invalid NCCL_COMM_ID" in predict_nccl_interfaces(nodes, {"NCCL_COMM_ID": ""}).error
 
 
 def test_settings_records_are_accepted():

@@ -397,9 +397,10 @@ _DEFINES = {"gloo": "USE_C10D_GLOO", "nccl": "USE_C10D_NCCL", "mpi": "USE_C10D_M
 _CMAKE_TARGETS = os.path.join("torch", "share", "cmake", "Caffe2", "Caffe2Targets.cmake")
 _REQUIRES_NCCL = re.compile(r"^Requires-Dist:\s*(nvidia-nccl-cu\d+)\s*(?:\(?\s*==\s*([\w.]+))?", re.I | re.M)
 
+# Runs in a child interpreter only (never in `distdoctor check`'s own process).
 TORCH_PROBE = r"""
-import json, os
-import torch, torch.distributed as dist
+import json, os, torch
+dist = torch.distributed
 out = {"version": torch.__version__, "cuda": torch.version.cuda,
        "backends": {name: bool(getattr(dist, "is_%s_available" % name, lambda: False)()) for name in
                     ("gloo", "nccl", "mpi", "ucc")} if dist.is_available() else {}}

@@ -528,16 +528,17 @@ def batch_step(ctx: Context):
     if env.in_step:
         yield ok(f"running under srun (step {env.job_id}.{env.step_id})", evidence=evidence)
         return
-    where = "the batch step of job" if env.step_kind == "batch" else "the salloc shell of job"
+    where = (f"the batch step of job {env.job_id}" if env.step_kind == "batch"
+             else f"job {env.job_id or '(id not set)'} outside any srun step (a batch script or salloc shell)")
     if (tasks or 1) > 1 or (nodes or 1) > 1:
         asked = f"{tasks or '?'} task(s) on {nodes or '?'} node(s)"
-        yield warn(f"running in {where} {env.job_id} without srun: only this one process runs, but the job has "
+        yield warn(f"running in {where} without srun: only this one process runs, but the job has "
                    f"{asked}", subject="srun", evidence=evidence,
                    explanation="The job script runs once, on the first node. Without srun the other tasks and "
                                "nodes sit idle, and a distributed program waits for peers that never start.",
                    fix="srun python train.py   # start the program with srun in the job script")
     else:
-        yield ok(f"running in {where} {env.job_id}; the job has one task, so srun is not needed", evidence=evidence)
+        yield ok(f"running in {where}; the job has one task, so srun is not needed", evidence=evidence)
 
 
 @check("slurm.torchrun-nproc", title="torchrun under srun: one agent per node, --nproc-per-node = GPUs per node",

@@ -73,7 +73,8 @@ class SlurmEnv:
 
     @property
     def in_job(self) -> bool:
-        return bool(self.raw.get("SLURM_JOB_ID") or self.raw.get("SLURM_JOBID"))
+        """A job id, or (in a filtered dump without one) an allocation's nodelist."""
+        return bool(self.step_kind)
 
     @property
     def job_id(self) -> str:
@@ -240,7 +241,11 @@ def read_slurm_env(env: Mapping[str, str], expand: Expander = library_expander) 
                                                          "'interactive')"))
             continue
         kind_of_step = kind_of_step or kind
-    if not kind_of_step and (raw.get("SLURM_JOB_ID") or raw.get("SLURM_JOBID")):
+    if not kind_of_step and any(n in raw for n in ("SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS",
+                                                    "SLURM_STEP_TASKS_PER_NODE")):
+        kind_of_step = "normal"  # an old or filtered dump: step variables without the step id
+    if not kind_of_step and any(n in raw for n in ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST",
+                                                    "SLURM_NODELIST")):
         kind_of_step = "batch" if env.get("ENVIRONMENT") == "BATCH" else "allocation"
     return SlurmEnv(raw, ints, counts, nodelists, id_lists, tuple(problems), redacted,
                     "+".join(sorted(tools)), kind_of_step)

@@ -1,0 +1,210 @@
+"""distdoctor on the real two-node Slurm cluster: consistent launches are OK on every task,
+each deliberately wrong wiring is caught with its fix, and the pasted fix makes it OK."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+import pytest
+
+from checks.slurm import TORCH_WIRING_FIX
+from tests.conftest import distdoctor_argv
+
+pytestmark = pytest.mark.slow
+
+DD = " ".join(shlex.quote(a) for a in distdoctor_argv())
+
+
+def reports(stdout: str) -> dict[int, dict]:
+    """`srun -l` output of one JSON report per task -> {task: report}."""
+    lines: dict[int, list[str]] = {}
+    for line in stdout.splitlines():
+        label, sep, rest = line.partition(": ")
+        if sep and label.strip().isdigit():
+            lines.setdefault(int(label), []).append(rest)
+    return {task: json.loads("\n".join(text)) for task, text in lines.items()}
+
+
+def findings(report: dict, check_id: str) -> list[dict]:
+    [run] = [c for c in report["checks"] if c["id"] == check_id]
+    return run["findings"]
+
+
+def statuses(report: dict) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in report["checks"]}
+
+
+def check_in_job(cluster, srun_args: list[str], only: str, env=None, timeout=90) -> dict[int, dict]:
+    proc = cluster.srun(["-l", *srun_args, *distdoctor_argv(), "check", "--only", only, "--format", "json"],
+                        env=env, timeout=timeout)
+    got = reports(proc.stdout)
+    assert got, f"no report: rc={proc.returncode}\n{proc.stderr}"
+    return got
+
+
+def batch(cluster, body: str, args=("-N2", "-n4")) -> dict[int, dict]:
+    _job, out = cluster.sbatch("#!/bin/bash\n" + body, list(args), timeout=90)
+    return reports(out)
+
+
+def test_consistent_srun_is_ok_on_every_task_of_both_nodes(slurm_cluster):
+    got = check_in_job(slurm_cluster, ["-N2", "-n4"], "slurm")
+    assert sorted(got) == [0, 1, 2, 3]
+    assert [got[t]["host"] for t in range(4)] == ["node1", "node1", "node2", "node2"]
+    for task, report in got.items():
+        assert report["context"]["kind"] == "slurm-step"
+        assert report["context"]["rank"] == task and report["context"]["world_size"] == 4
+        assert set(statuses(report).values()) <= {"ok", "skip"}, statuses(report)
+        [counts] = findings(report, "slurm.task-counts")
+        assert counts["status"] == "ok"
+        assert counts["evidence"]["procid"] == task
+        assert counts["evidence"]["nodelist"] == {"SLURM_STEP_NODELIST": ["node1", "node2"]}
+        [env] = findings(report, "slurm.environment")
+        assert env["evidence"]["hostlist_tool"] == "scontrol"
+        assert statuses(report)["slurm.installation"] == "ok"
+        assert statuses(report)["slurm.batch-step"] == "ok"
+
+
+def test_correct_torch_wiring_from_the_documented_fix_is_ok(slurm_cluster):
+    got = batch(slurm_cluster, TORCH_WIRING_FIX.replace("python train.py",
+                                                         f"{DD} check --only slurm.torch-wiring --format json")
+                .replace("srun bash", "srun -l bash"))
+    assert sorted(got) == [0, 1, 2, 3]
+    for task, report in got.items():
+        [f] = findings(report, "slurm.torch-wiring")
+        assert f["status"] == "ok", f
+        assert f["evidence"]["set"]["RANK"] == str(task)
+        assert f["evidence"]["set"]["MASTER_ADDR"] == "node1"
+
+
+# Each wrong wiring as it appears in real job scripts: exported once in the batch script, where
+# $SLURM_PROCID and friends are the batch step's values, not each task's.
+WRONG = {
+    "RANK": ("export RANK=$SLURM_PROCID", {t: f"RANK=0 but SLURM_PROCID={t}" for t in (1, 2, 3)}),
+    "WORLD_SIZE": ("export WORLD_SIZE=$SLURM_JOB_NUM_NODES", {t: "WORLD_SIZE=2 but SLURM_STEP_NUM_TASKS=4"
+                                                              for t in range(4)}),
+    "LOCAL_RANK": ("export LOCAL_RANK=$SLURM_LOCALID", {1: "LOCAL_RANK=0 but SLURM_LOCALID=1",
+                                                        3: "LOCAL_RANK=0 but SLURM_LOCALID=1"}),
+    "MASTER_ADDR": ("export MASTER_ADDR=$SLURM_JOB_NODELIST", {t: "MASTER_ADDR='node[1-2]' is not one host"
+                                                               for t in range(4)}),
+}
+BASE = {"RANK": "export RANK=$SLURM_PROCID", "WORLD_SIZE": "export WORLD_SIZE=$SLURM_NTASKS",
+        "LOCAL_RANK": "export LOCAL_RANK=$SLURM_LOCALID",
+        "MASTER_ADDR": 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "MASTER_PORT": "export MASTER_PORT=29400"}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
+    line, expected = WRONG[name]
+    exports = dict(BASE, **{name: line})
+    # the per-task values are right except for the one variable under test
+    per_task = " ".join(f"{k}=$SLURM_{v}" for k, v in (("RANK", "PROCID"), ("LOCAL_RANK", "LOCALID"))
+                        if k != name)
+    cmd = f"{DD} check --only slurm.torch-wiring --format json"
+    body = "\n".join(exports.values()) + f"\nsrun -l bash -c 'export {per_task}; exec {cmd}'\n"
+    got = batch(slurm_cluster, body)
+    assert sorted(got) == [0, 1, 2, 3]
+    for task in range(4):
+        found = findings(got[task], "slurm.torch-wiring")
+        failed = [f for f in found if f["status"] == "fail"]
+        if task in expected:
+            assert [f["subject"] for f in failed] == [name], found
+            assert expected[task] in failed[0]["summary"]
+            assert failed[0]["fix"] == TORCH_WIRING_FIX
+        else:
+            assert [f["status"] for f in found] == ["ok"], found
+    # paste the fix under the broken lines, as a user would
+    fixed = batch(slurm_cluster, "\n".join(exports.values()) + "\n" +
+                  TORCH_WIRING_FIX.replace("python train.py", cmd).replace("srun bash", "srun -l bash") + "\n")
+    assert sorted(fixed) == [0, 1, 2, 3]
+    for report in fixed.values():
+        assert [f["status"] for f in findings(report, "slurm.torch-wiring")] == ["ok"]
+
+
+def test_sbatch_without_srun_warns_and_srun_fixes_it(slurm_cluster):
+    cmd = f"{DD} check --only slurm --format json"
+    _job, out = slurm_cluster.sbatch(f"#!/bin/bash\n{cmd}\n", ["-N2", "-n2"], timeout=90)
+    report = json.loads(out)
+    assert report["host"] == "node1" and report["context"]["kind"] == "slurm-batch"
+    [f] = findings(report, "slurm.batch-step")
+    assert f["status"] == "warn" and "2 task(s) on 2 node(s)" in f["summary"]
+    assert f["fix"].startswith("srun python train.py")
+    got = batch(slurm_cluster, "#!/bin/bash\n" + f["fix"].split("#")[0].replace("srun", "srun -l")
+                .replace("python train.py", cmd) + "\n", args=("-N2", "-n2"))
+    assert sorted(got) == [0, 1]
+    assert {r["host"] for r in got.values()} == {"node1", "node2"}
+    for report in got.values():
+        assert [x["status"] for x in findings(report, "slurm.batch-step")] == ["ok"]
+
+
+def test_malformed_variable_in_a_real_task_fails_naming_it(slurm_cluster):
+    proc = slurm_cluster.srun(["-l", "-N2", "-n2", "bash", "-c",
+                               f'export SLURM_TASKS_PER_NODE="2(x)" SLURM_STEP_NODELIST="node[1-2"; '
+                               f"exec {DD} check --only slurm --format json"], timeout=90)
+    got = reports(proc.stdout)
+    assert sorted(got) == [0, 1], proc.stderr
+    for report in got.values():
+        failed = {f["subject"]: f["summary"] for f in findings(report, "slurm.environment") if f["status"] == "fail"}
+        assert failed.keys() == {"SLURM_TASKS_PER_NODE", "SLURM_STEP_NODELIST"}
+        assert "'2(x)'" in failed["SLURM_TASKS_PER_NODE"] and "unbalanced '['" in failed["SLURM_STEP_NODELIST"]
+        assert "error" not in statuses(report).values()
+
+
+def test_login_node_gives_the_installation_summary(slurm_cluster):
+    import subprocess
+
+    proc = subprocess.run([*distdoctor_argv(), "check", "--only", "slurm", "--format", "json"], capture_output=True,
+                          text=True, timeout=60, env=slurm_cluster.env)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    assert report["context"]["kind"] == "login"
+    summary = [f["summary"] for f in findings(report, "slurm.installation")]
+    assert summary[0].startswith("Slurm 22.05") and "srun" in summary[0]
+    assert summary[1].startswith("slurmctld answers: ") and summary[1].endswith("(primary) UP")
+    assert summary[2] == "no partition declares GPUs (partitions: debug)"
+    others = {k: v for k, v in statuses(report).items() if k != "slurm.installation"}
+    assert set(others.values()) == {"skip"}
+
+
+# --- GPUs: a separate cluster whose nodes declare Gres=gpu:2 with stand-in devices ----------
+
+def gpu_env(cluster) -> dict[str, str]:
+    return {"PATH": cluster.fake_bin + os.pathsep + os.environ.get("PATH", "")}
+
+
+def test_one_task_per_gpu_is_ok(slurm_gpu_cluster):
+    got = check_in_job(slurm_gpu_cluster, ["-N2", "--ntasks-per-node=2", "--gres=gpu:2"], "slurm.gpus",
+                       env=gpu_env(slurm_gpu_cluster))
+    assert sorted(got) == [0, 1, 2, 3]
+    for report in got.values():
+        [f] = findings(report, "slurm.gpus")
+        assert f["status"] == "ok" and "one task per GPU" in f["summary"], f
+        assert f["evidence"]["node_gpus"] and len(f["evidence"]["node_gpus"]) == 2
+
+
+def test_ntasks_per_node_against_gres_fails_and_the_fix_works(slurm_gpu_cluster):
+    env = gpu_env(slurm_gpu_cluster)
+    got = check_in_job(slurm_gpu_cluster, ["-N2", "--ntasks-per-node=4", "--gres=gpu:2"],
+                       "slurm.gpus", env=env)
+    assert sorted(got) == list(range(8))
+    for report in got.values():
+        [f] = findings(report, "slurm.gpus")
+        assert f["status"] == "fail" and f["summary"].startswith("4 tasks on node") and "share 2 GPU(s)" in f["summary"]
+        assert "srun --ntasks-per-node=2 --gres=gpu:2" in f["fix"]
+    fix_line = next(line for line in f["fix"].splitlines() if line.startswith("# or on the command line: srun "))
+    args = fix_line.split("srun ", 1)[1].replace("...", "").split()
+    fixed = check_in_job(slurm_gpu_cluster, ["-N2", *args], "slurm.gpus", env=env)
+    assert sorted(fixed) == [0, 1, 2, 3]
+    assert {findings(r, "slurm.gpus")[0]["status"] for r in fixed.values()} == {"ok"}
+
+
+def test_gpu_login_summary_lists_gpu_partitions(slurm_gpu_cluster):
+    import subprocess
+
+    proc = subprocess.run([*distdoctor_argv(), "check", "--only", "slurm.installation", "--format", "json"],
+                          capture_output=True, text=True, timeout=60, env=slurm_gpu_cluster.env)
+    report = json.loads(proc.stdout)
+    assert findings(report, "slurm.installation")[2]["summary"] == "partitions with GPUs: debug: 2 nodes x 2 GPU"

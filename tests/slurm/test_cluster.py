@@ -208,3 +208,50 @@ def test_gpu_login_summary_lists_gpu_partitions(slurm_gpu_cluster):
                           capture_output=True, text=True, timeout=60, env=slurm_gpu_cluster.env)
     report = json.loads(proc.stdout)
     assert findings(report, "slurm.installation")[2]["summary"] == "partitions with GPUs: debug: 2 nodes x 2 GPU"
+
+
+# --- torchrun under srun: one agent per node, workers per GPU -------------------------------
+
+def torchrun_reports(cluster, outdir: str) -> dict[int, dict]:
+    got = {}
+    for name in sorted(os.listdir(outdir)):
+        with open(os.path.join(outdir, name)) as fh:
+            got[int(name.split(".")[0])] = json.load(fh)
+    return got
+
+
+def _torchrun_worker(outdir: str) -> str:
+    # each worker writes its own report: several workers share one srun task's stdout
+    return f"--no-python bash -c '{DD} check --only slurm --format json > {outdir}/$RANK.json'"
+
+
+def test_torchrun_nproc_against_gpus_fails_and_the_pasted_fix_works(slurm_gpu_cluster):
+    import sys
+
+    cluster = slurm_gpu_cluster
+    torchrun = f"{shlex.quote(sys.executable)} -m torch.distributed.run"
+    wrong = os.path.join(cluster.base, "torchrun-wrong")
+    os.makedirs(wrong)
+    cmd = (f"exec {torchrun} --nnodes=2 --nproc-per-node=4 --node-rank=$SLURM_NODEID --master-addr=node1 "
+           f"--master-port=29511 {_torchrun_worker(wrong)}")
+    proc = cluster.srun(["-N2", "--ntasks-per-node=1", "--gres=gpu:2", "bash", "-c", cmd], env=gpu_env(cluster),
+                        timeout=120)
+    got = torchrun_reports(cluster, wrong)
+    assert sorted(got) == list(range(8)), proc.stderr[-2000:]
+    for report in got.values():
+        assert report["context"]["kind"] == "torchrun"
+        [f] = findings(report, "slurm.torchrun-nproc")
+        assert f["status"] == "fail" and "--nproc-per-node=4 but node" in f["summary"] and "has 2 GPU(s)" in f["summary"]
+        assert statuses(report)["slurm.torch-wiring"] == "skip"
+    fix = f["fix"]
+    srun_line = fix[fix.index("srun "):].replace("\\\n", " ")
+    fixed = os.path.join(cluster.base, "torchrun-fixed")
+    os.makedirs(fixed)
+    script = srun_line.replace("torchrun", torchrun, 1).replace("train.py", _torchrun_worker(fixed))
+    _job, out = cluster.sbatch("#!/bin/bash\n" + script + "\n", ["-N2", "--ntasks-per-node=1", "--gres=gpu:2"],
+                               env=gpu_env(cluster), timeout=120)
+    got = torchrun_reports(cluster, fixed)
+    assert sorted(got) == [0, 1, 2, 3], out[-2000:]
+    for report in got.values():
+        assert statuses(report)["slurm.torchrun-nproc"] == "ok"
+        assert statuses(report)["slurm.gpus"] == "ok"

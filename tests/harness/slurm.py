@@ -497,18 +497,15 @@ exec "$@"
                 raise SlurmError(f"job {job} did not finish within {timeout:g} s")
             time.sleep(0.1)
         result = out.replace("%j", job)
-        # slurmstepd closes the output file just after the job leaves the queue
-        text, deadline = "", time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                with open(result) as fh:
-                    text = fh.read()
-            except FileNotFoundError:
-                text = ""
-            if text:
-                break
+        # the output file can appear on the shared filesystem just after the job leaves the queue
+        deadline = time.monotonic() + 5
+        while not os.path.exists(result) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return job, text
+        try:
+            with open(result) as fh:
+                return job, fh.read()
+        except FileNotFoundError:
+            return job, ""
 
     def run_on(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
                timeout: float = 60) -> subprocess.CompletedProcess:

@@ -13,17 +13,17 @@ from distdoctor.hostlist import fold
 
 NOT_IN_JOB = "not inside a Slurm job (no SLURM_JOB_ID): run it with `srun distdoctor check --only slurm`"
 
-# The canonical torch env:// wiring for a job script. RANK and LOCAL_RANK differ per task, so
-# they are set inside the command srun starts: exported in the batch script they would be the
-# batch step's values (0) in every task.
-TORCH_WIRING_FIX = (
-    "# in the job script, before srun:\n"
-    'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
-    "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))\n"
-    "# per task (these differ between ranks), in the command srun starts:\n"
-    "srun bash -c 'export WORLD_SIZE=$SLURM_NTASKS RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID; "
-    "exec python train.py'"
-)
+# The canonical torch env:// wiring for a job script, one fix per variable. RANK and LOCAL_RANK
+# differ per task, so they are set inside the command srun starts: exported in the batch script
+# they would be the batch step's values (0) in every task.
+MASTER_ADDR_FIX = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+MASTER_PORT_FIX = "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))   # below the ephemeral range, one per job"
+PER_TASK_FIX = ("# per task (these differ between ranks), in the command srun starts:\n"
+                "srun bash -c 'export WORLD_SIZE=$SLURM_NTASKS RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID; "
+                "exec python train.py'")
+WIRING_FIXES = {"MASTER_ADDR": MASTER_ADDR_FIX, "MASTER_PORT": MASTER_PORT_FIX, "WORLD_SIZE": PER_TASK_FIX,
+                "RANK": PER_TASK_FIX, "LOCAL_RANK": PER_TASK_FIX}
+TORCH_WIRING_FIX = f"# in the job script, before srun:\n{MASTER_ADDR_FIX}\n{MASTER_PORT_FIX}\n{PER_TASK_FIX}"
 
 
 def _remove_export(name: str, expected) -> str:
@@ -436,14 +436,14 @@ def torch_wiring(ctx: Context):
                 found.append(warn(f"{name} is not set but MASTER_ADDR/RANK wiring is partly done "
                                   f"(expected {name}={want}, from {sources[name]})", subject=name, evidence=evidence,
                                   explanation="init_process_group('env://') needs MASTER_ADDR, MASTER_PORT, "
-                                              "WORLD_SIZE and RANK.", fix=TORCH_WIRING_FIX))
+                                              "WORLD_SIZE and RANK.", fix=WIRING_FIXES[name]))
             continue
         if want is None:
             continue
         if value.strip() != str(want):
             found.append(fail(f"{name}={value} but {sources[name]}={want}", subject=name, evidence=evidence,
                               explanation=f"{name} must equal {sources[name]} for this task: otherwise "
-                                          f"{effect[name]}.", fix=TORCH_WIRING_FIX))
+                                          f"{effect[name]}.", fix=WIRING_FIXES[name]))
     found.extend(_master_addr(ctx, values["MASTER_ADDR"], expected["MASTER_ADDR"], env, evidence))
     found.extend(_master_port(ctx, values["MASTER_PORT"], evidence))
     if found:
@@ -458,7 +458,7 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
     if value is None:
         yield warn("MASTER_ADDR is not set", subject="MASTER_ADDR", evidence=evidence,
                    explanation="init_process_group('env://') fails with 'environment variable MASTER_ADDR expected, "
-                               "but not set'.", fix=TORCH_WIRING_FIX)
+                               "but not set'.", fix=MASTER_ADDR_FIX)
         return
     addr = value.strip()
     if not addr or any(ch in addr for ch in "[],"):
@@ -466,14 +466,14 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
                    subject="MASTER_ADDR", evidence=evidence,
                    explanation="A nodelist expression or list was put into MASTER_ADDR; it must be the first host of "
                                "the step's nodelist, expanded with scontrol (hand-written regexes get this wrong: "
-                               "Lightning#14896 turned 'linux[1,2]' into 'linux[1').", fix=TORCH_WIRING_FIX)
+                               "Lightning#14896 turned 'linux[1,2]' into 'linux[1').", fix=MASTER_ADDR_FIX)
         return
     resolved = ctx.host.resolve(addr, timeout=3)
     evidence = {**evidence, "MASTER_ADDR_resolves_to": list(resolved.addresses)}
     if resolved.error:
         yield fail(f"MASTER_ADDR={addr} does not resolve on this node: {resolved.error}", subject="MASTER_ADDR",
                    evidence=evidence, explanation="Every rank connects to MASTER_ADDR; a name only the login node "
-                                                  "knows hangs or fails the rendezvous.", fix=TORCH_WIRING_FIX)
+                                                  "knows hangs or fails the rendezvous.", fix=MASTER_ADDR_FIX)
         return
     if first is None or addr == first:
         return
@@ -484,18 +484,18 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
                evidence={**evidence, "first_node_resolves_to": list(first_addrs.addresses)},
                explanation="Rank 0 runs on the first node of the step and hosts the rendezvous store there; other "
                            "ranks connecting elsewhere time out ('The client socket has timed out').",
-               fix=TORCH_WIRING_FIX)
+               fix=MASTER_ADDR_FIX)
 
 
 def _master_port(ctx: Context, value: str | None, evidence: dict):
     if value is None:
         yield warn("MASTER_PORT is not set", subject="MASTER_PORT", evidence=evidence,
-                   explanation="init_process_group('env://') needs MASTER_PORT.", fix=TORCH_WIRING_FIX)
+                   explanation="init_process_group('env://') needs MASTER_PORT.", fix=MASTER_PORT_FIX)
         return
     text = value.strip()
     if not text.isdigit() or not 0 < int(text) < 65536:
         yield fail(f"MASTER_PORT={value!r} is not a TCP port (1-65535)", subject="MASTER_PORT", evidence=evidence,
-                   fix=TORCH_WIRING_FIX)
+                   fix=MASTER_PORT_FIX)
         return
     port = int(text)
     low, high = ctx.facts.ephemeral_ports
@@ -504,10 +504,10 @@ def _master_port(ctx: Context, value: str | None, evidence: dict):
                    evidence={**evidence, "ephemeral_ports": [low, high]},
                    explanation="Any outgoing connection on the first node may be given this port before the "
                                "rendezvous store binds it: 'address already in use', now and then.",
-                   fix=TORCH_WIRING_FIX)
+                   fix=MASTER_PORT_FIX)
     elif port < 1024:
         yield warn(f"MASTER_PORT={port} is a privileged port", subject="MASTER_PORT", evidence=evidence,
-                   explanation="Only root may listen below 1024.", fix=TORCH_WIRING_FIX)
+                   explanation="Only root may listen below 1024.", fix=MASTER_PORT_FIX)
 
 
 @check("slurm.batch-step", title="The program runs under srun, not alone in the batch step", tags=("slurm",),

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from checks.slurm import TORCH_WIRING_FIX
+from checks.slurm import TORCH_WIRING_FIX, WIRING_FIXES
 from tests.conftest import distdoctor_argv
 
 pytestmark = pytest.mark.slow
@@ -104,8 +104,8 @@ def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
     per_task = " ".join(f"{k}=$SLURM_{v}" for k, v in (("RANK", "PROCID"), ("LOCAL_RANK", "LOCALID"))
                         if k != name)
     cmd = f"{DD} check --only slurm.torch-wiring --format json"
-    body = "\n".join(exports.values()) + f"\nsrun -l bash -c 'export {per_task}; exec {cmd}'\n"
-    got = batch(slurm_cluster, body)
+    srun_line = f"srun -l bash -c 'export {per_task}; exec {cmd}'\n"
+    got = batch(slurm_cluster, "\n".join(exports.values()) + "\n" + srun_line)
     assert sorted(got) == [0, 1, 2, 3]
     for task in range(4):
         found = findings(got[task], "slurm.torch-wiring")
@@ -113,12 +113,15 @@ def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
         if task in expected:
             assert [f["subject"] for f in failed] == [name], found
             assert expected[task] in failed[0]["summary"]
-            assert failed[0]["fix"] == TORCH_WIRING_FIX
+            assert failed[0]["fix"] == WIRING_FIXES[name]
+            fix = failed[0]["fix"]
         else:
             assert [f["status"] for f in found] == ["ok"], found
-    # paste the fix under the broken lines, as a user would
-    fixed = batch(slurm_cluster, "\n".join(exports.values()) + "\n" +
-                  TORCH_WIRING_FIX.replace("python train.py", cmd).replace("srun bash", "srun -l bash") + "\n")
+    # paste the fix under the broken lines, as a user would: an export before the srun line, or
+    # the srun line itself (with the user's program in place of train.py)
+    fix = fix.replace("python train.py", cmd).replace("srun bash", "srun -l bash")
+    fixed = batch(slurm_cluster, "\n".join(exports.values()) + "\n" + fix + "\n" +
+                  ("" if "srun" in fix else srun_line))
     assert sorted(fixed) == [0, 1, 2, 3]
     for report in fixed.values():
         assert [f["status"] for f in findings(report, "slurm.torch-wiring")] == ["ok"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.hostlist import fold
 
-NOT_IN_JOB = "not inside a Slurm job (no SLURM_JOB_ID): run it with `srun distdoctor check --only slurm`"
+NOT_IN_JOB = "not inside a Slurm job"
+IN_JOB_HINT = "Run it where the program runs: `srun distdoctor check --only slurm` in the job script."
 
 # The canonical torch env:// wiring for a job script, one fix per variable. RANK and LOCAL_RANK
 # differ per task, so they are set inside the command srun starts: exported in the batch script
@@ -32,7 +33,7 @@ def _remove_export(name: str, expected) -> str:
 
 
 @check("slurm.installation", title="Slurm is installed and its controller answers", tags=("slurm", "login"),
-       timeout=25)
+       timeout=30)
 def installation(ctx: Context):
     """On a login node: which Slurm tools are here and which version, whether slurmctld answers
     `scontrol ping`, and which partitions have GPUs. A short summary, nothing more."""
@@ -109,7 +110,7 @@ def environment(ctx: Context):
     almost always comes from a job script or wrapper that exports it by hand."""
     env = ctx.facts.slurm_env
     if not env.raw or not (env.in_job or env.problems):
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     for problem in env.problems:
         yield fail(f"{problem.name}={problem.value!r} {problem.message}", subject=problem.name,
@@ -142,7 +143,7 @@ def task_counts(ctx: Context):
     node SLURM_NODEID names."""
     env = ctx.facts.slurm_env
     if not env.in_job:
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     found = []
     ntasks, nnodes, per_node, nodelist = env.ntasks, env.nnodes, env.tasks_per_node, env.nodelist
@@ -264,7 +265,7 @@ def gpus(ctx: Context):
     GPUs: one task per GPU, or one task that drives them all."""
     env = ctx.facts.slurm_env
     if not env.in_job:
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     slurm_ids = env.gpus
     on_node = env.int("SLURM_GPUS_ON_NODE")
@@ -353,7 +354,7 @@ def cpus(ctx: Context):
     longer inherits --cpus-per-task from sbatch, so tasks silently get one core."""
     env = ctx.facts.slurm_env
     if not env.in_job:
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     mask = ctx.host.cpu_affinity()
     per_task = env.int("SLURM_CPUS_PER_TASK")
@@ -403,7 +404,7 @@ def torch_wiring(ctx: Context):
     env = ctx.facts.slurm_env
     kind = ctx.run_context.kind
     if not env.in_job:
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     if kind in ("torchrun", "mpirun"):
         yield skip(f"launched by {ctx.run_context.launcher or kind}: it sets RANK and WORLD_SIZE itself "
@@ -517,7 +518,7 @@ def batch_step(ctx: Context):
     without `srun` is one process, whatever --nodes and --ntasks say."""
     env = ctx.facts.slurm_env
     if not env.in_job:
-        yield skip(NOT_IN_JOB)
+        yield skip(NOT_IN_JOB, explanation=IN_JOB_HINT)
         return
     tasks = env.int("SLURM_NTASKS", "SLURM_NPROCS")
     per_node = env.counts.get("SLURM_TASKS_PER_NODE")

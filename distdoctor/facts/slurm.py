@@ -259,15 +259,19 @@ def scontrol_expander(host) -> Expander:
     """Expand with `scontrol show hostnames` where it runs, after the library has accepted the
     expression: scontrol exits 0 and prints nonsense for some invalid ones (`n[1-2` gives `n]`)."""
     cache: dict[str, tuple[list[str], str]] = {}
-    scontrol = host.which("scontrol")
+    usable = {"scontrol": bool(host.which("scontrol"))}
 
     def expand(expr: str) -> tuple[list[str], str]:
         if expr in cache:
             return cache[expr]
         hosts = hostlist.expand(expr)
         result = (hosts, "ClusterShell")
-        if scontrol:
-            run = host.run(["scontrol", "show", "hostnames", expr], timeout=5)
+        if usable["scontrol"]:
+            run = host.run(["scontrol", "show", "hostnames", expr], timeout=3)
+            if run.timed_out:
+                usable["scontrol"] = False  # a hung scontrol hangs for every list: ask it once
+                cache[expr] = result
+                return result
             said = (run.stdout + "\n" + run.stderr).strip()
             if "Invalid hostlist" in said:
                 raise hostlist.HostlistError(f"scontrol show hostnames rejects it: {said.splitlines()[-1]}")

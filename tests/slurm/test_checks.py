@@ -174,6 +174,19 @@ def test_scontrol_that_cannot_run_falls_back_to_the_library():
     assert se.hostlist_tool == "ClusterShell" and se.nodelist == ("node1", "node2")
 
 
+def test_hung_scontrol_is_asked_once_then_the_library_answers():
+    calls = []
+
+    def hung(argv):
+        calls.append(argv)
+        return CommandResult(argv, None, duration=3.0, timed_out=True)
+
+    h = host(dict(STEP, SLURM_JOB_NODELIST="node[1-2],node3", SLURM_NODELIST="node[1-2],node3"), scontrol=hung)
+    se = Facts(h).slurm_env
+    assert len(calls) == 1
+    assert se.hostlist_tool == "ClusterShell" and se.nodelists["SLURM_JOB_NODELIST"] == ("node1", "node2", "node3")
+
+
 # --- variants not reproducible here ---------------------------------------------------------
 
 @pytest.mark.parametrize("step, kind, context", [

@@ -47,6 +47,16 @@ def installation(ctx: Context):
     present = [n for n, path in inst.tools.items() if path]
     missing = [n for n, path in inst.tools.items() if not path]
     evidence = {"tools": dict(inst.tools), "version": inst.version}
+    if inst.config_error:
+        conf = ctx.env.get("SLURM_CONF", "")
+        yield warn(f"Slurm's tools are installed ({', '.join(present)}) but find no configuration",
+                   subject="slurm.conf", evidence={**evidence, "error": inst.config_error, "SLURM_CONF": conf},
+                   explanation=f"{inst.config_error}. Without slurm.conf (or a configless DNS SRV record for "
+                               "slurmctld) no Slurm command works here. Fine on a machine that is not part of a "
+                               "cluster; on a login node, this is why sinfo and srun fail.",
+                   fix="export SLURM_CONF=/etc/slurm/slurm.conf   # the cluster's slurm.conf; or copy it there"
+                       + (f"\nls -l {conf}   # SLURM_CONF is set but unusable" if conf else ""))
+        return
     version = f"Slurm {inst.version}" if inst.version else "Slurm (version unknown)"
     if "srun" in missing:
         yield warn(f"{version} is installed but srun is missing ({', '.join(present)} found)", subject="srun",

@@ -300,10 +300,24 @@ class SlurmInstallation:
     ping_error: str = ""
     partitions: tuple[parse.Partition, ...] = ()
     partitions_error: str = ""
+    config_error: str = ""  # the clients find no slurm.conf and no configless DNS SRV record
 
     @property
     def installed(self) -> bool:
         return any(self.tools.values())
+
+
+# What every Slurm client prints (and exits 1) when it finds no slurm.conf and no DNS SRV record.
+_NO_CONFIG = ("Could not establish a configuration source", "fetch_config: DNS SRV lookup failed")
+
+
+def _config_error(run) -> str:
+    lines = (run.stderr + run.stdout).splitlines()
+    for marker in _NO_CONFIG:  # the fatal line says it best
+        for line in lines:
+            if marker in line:
+                return line.strip()
+    return ''
 
 
 SLURM_TOOLS = ("sinfo", "srun", "sbatch", "scontrol", "squeue")
@@ -318,6 +332,9 @@ def slurm_installation(facts) -> SlurmInstallation:
     version = version_error = ""
     probe = "sinfo" if tools["sinfo"] else next(n for n in SLURM_TOOLS if tools[n])
     run = host.run([probe, "--version"], timeout=5)
+    config_error = _config_error(run)
+    if config_error:  # every other client call would fail the same way
+        return SlurmInstallation(tools, version_error=run.describe(), config_error=config_error)
     try:
         version = parse.parse_version(run.stdout) if run.ok else ""
         version_error = "" if run.ok else run.describe()

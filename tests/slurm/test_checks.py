@@ -461,6 +461,22 @@ def test_login_node_controller_unreachable():
     assert found[2].summary == "no partition declares GPUs (partitions: debug)"
 
 
+def test_installed_but_unconfigured_is_one_warning():
+    # what Debian's slurm-client prints with no slurm.conf and no DNS SRV record (this machine)
+    said = ("sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+            "sinfo: error: fetch_config: DNS SRV lookup failed\n"
+            "sinfo: error: _establish_config_source: failed to fetch config\n"
+            "sinfo: fatal: Could not establish a configuration source\n")
+    h = FakeHost(env={}, commands={("sinfo", "--version"): CommandResult(("sinfo", "--version"), 1, "", said),
+                                   "srun": "", "scontrol": ""})
+    [f] = findings(S.installation, h)
+    assert f.status is Status.WARN and f.summary == \
+        "Slurm's tools are installed (sinfo, srun, scontrol) but find no configuration"
+    assert "export SLURM_CONF=" in f.fix
+    assert f.explanation.startswith("sinfo: fatal: Could not establish a configuration source.")
+    assert h.calls == [("sinfo", "--version")]
+
+
 def test_no_slurm_skips_with_reason():
     [f] = findings(S.installation, FakeHost(env={}))
     assert f.status is Status.SKIP and "not installed" in f.summary

@@ -394,37 +394,55 @@ exec "$@"
         return pids - _ancestors()
 
     def _cancel_jobs(self) -> None:
+        """Let Slurm signal its own job tasks while the daemons still run; whatever is left a
+        moment later is killed by PID."""
         if not any(_alive(p) for p in self._daemon_pids):
             return
         try:
             jobs = self.squeue_ids()
             if jobs:
                 subprocess.run(["scancel", *jobs], capture_output=True, timeout=10, env=self.env)
-                end = time.monotonic() + 10
+                end = time.monotonic() + 1
                 while self.squeue_ids() and time.monotonic() < end:
                     time.sleep(0.1)
         except (subprocess.TimeoutExpired, OSError):
             pass
 
+    @staticmethod
+    def _is_client(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                return fh.read().strip() in ("srun", "sbatch", "salloc", "sattach", "scontrol", "squeue")
+        except OSError:
+            return False
+
     def stop(self) -> None:
         """Stop everything, even after a failed start. PIDs are collected before any signal:
-        slurmd removes its pid file on SIGTERM and can then hang on a stuck slurmstepd."""
+        slurmd removes its pid file on SIGTERM and can then hang on a stuck slurmstepd. Clients
+        (srun ignores a single SIGTERM and then waits for daemons we are killing) get SIGKILL at
+        once, daemons TERM and, after 3 s, KILL. Collection repeats in case a slurmstepd was
+        forking a task meanwhile."""
         self._cancel_jobs()
-        pids = self._our_pids() if os.path.isdir(self.base) else set(self._daemon_pids)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
-        end = time.monotonic() + 10
-        while time.monotonic() < end and any(_alive(p) for p in pids):
-            time.sleep(0.05)
-        for pid in pids:
-            if _alive(pid):
+        for round_ in range(3):
+            pids = self._our_pids() if os.path.isdir(self.base) else {p for p in self._daemon_pids if _alive(p)}
+            pids = {p for p in pids if _alive(p)}
+            if not pids:
+                break
+            for pid in pids:
+                sig = signal.SIGKILL if round_ or self._is_client(pid) else signal.SIGTERM
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, sig)
                 except (ProcessLookupError, PermissionError):
                     pass
+            end = time.monotonic() + 3
+            while time.monotonic() < end and any(_alive(p) for p in pids):
+                time.sleep(0.05)
+            for pid in pids:
+                if _alive(pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
         self._net_down()
         self._remove_cgroups()
         shutil.rmtree(self.base, ignore_errors=True)

@@ -1,6 +1,7 @@
 """The harness itself: a real two-node cluster whose nodes are distinct hosts, and a stop that
 leaves nothing behind."""
 
+import glob
 import os
 import subprocess
 
@@ -57,7 +58,12 @@ def _leftovers(cluster: SlurmCluster) -> list[str]:
     return found
 
 
+def _slurm_cgroups() -> set[str]:
+    return set(glob.glob("/sys/fs/cgroup/*/slurm*"))
+
+
 def test_stop_leaves_no_daemon_namespace_or_directory_even_with_a_running_job():
+    cgroups_before = _slurm_cgroups()
     cluster = SlurmCluster()
     cluster.start()
     try:
@@ -70,4 +76,20 @@ def test_stop_leaves_no_daemon_namespace_or_directory_even_with_a_running_job():
     finally:
         cluster.stop()
     hanging.wait(timeout=15)
+    assert _leftovers(cluster) == []
+    assert _slurm_cgroups() <= cgroups_before
+
+
+class _FailsAfterDaemons(SlurmCluster):
+    def _start_daemons(self, timeout):
+        super()._start_daemons(timeout)
+        self._daemon_pids_seen = set(self._daemon_pids)
+        raise RuntimeError("injected failure after the daemons started")
+
+
+def test_a_failed_start_cleans_up_what_it_started():
+    cluster = _FailsAfterDaemons()
+    with pytest.raises(RuntimeError, match="injected"):
+        cluster.start()
+    assert len(cluster._daemon_pids_seen) == 4  # munged, slurmctld, two slurmd
     assert _leftovers(cluster) == []

@@ -18,6 +18,9 @@ IN_JOB_HINT = "Run it where the program runs: `srun distdoctor check --only slur
 # differ per task, so they are set inside the command srun starts: exported in the batch script
 # they would be the batch step's values (0) in every task.
 MASTER_ADDR_FIX = 'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+STEP_MASTER_ADDR_FIX = ("# this step does not start on the job's first node: take the step's first node, per task:\n"
+                        "srun bash -c 'export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n 1); "
+                        "exec python train.py'")
 MASTER_PORT_FIX = "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))   # below the ephemeral range, one per job"
 PER_TASK_FIX = ("# per task (these differ between ranks), in the command srun starts:\n"
                 "srun bash -c 'export WORLD_SIZE=$SLURM_NTASKS RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID; "
@@ -466,10 +469,16 @@ def torch_wiring(ctx: Context):
 
 
 def _master_addr(ctx: Context, value: str | None, first: str | None, env, evidence: dict):
+    fix = MASTER_ADDR_FIX
+    job_nodes = env.nodelists.get("SLURM_JOB_NODELIST")
+    if first and job_nodes and job_nodes[0] != first:
+        # this step does not run on the job's first node (srun -w, -r, or -N smaller than the job):
+        # the job-level line would point at a node without rank 0
+        fix = STEP_MASTER_ADDR_FIX
     if value is None:
         yield warn("MASTER_ADDR is not set", subject="MASTER_ADDR", evidence=evidence,
                    explanation="init_process_group('env://') fails with 'environment variable MASTER_ADDR expected, "
-                               "but not set'.", fix=MASTER_ADDR_FIX)
+                               "but not set'.", fix=fix)
         return
     addr = value.strip()
     if not addr or any(ch in addr for ch in "[],"):
@@ -477,14 +486,14 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
                    subject="MASTER_ADDR", evidence=evidence,
                    explanation="A nodelist expression or list was put into MASTER_ADDR; it must be the first host of "
                                "the step's nodelist, expanded with scontrol (hand-written regexes get this wrong: "
-                               "Lightning#14896 turned 'linux[1,2]' into 'linux[1').", fix=MASTER_ADDR_FIX)
+                               "Lightning#14896 turned 'linux[1,2]' into 'linux[1').", fix=fix)
         return
     resolved = ctx.host.resolve(addr, timeout=3)
     evidence = {**evidence, "MASTER_ADDR_resolves_to": list(resolved.addresses)}
     if resolved.error:
         yield fail(f"MASTER_ADDR={addr} does not resolve on this node: {resolved.error}", subject="MASTER_ADDR",
                    evidence=evidence, explanation="Every rank connects to MASTER_ADDR; a name only the login node "
-                                                  "knows hangs or fails the rendezvous.", fix=MASTER_ADDR_FIX)
+                                                  "knows hangs or fails the rendezvous.", fix=fix)
         return
     if first is None or addr == first:
         return
@@ -495,7 +504,7 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
                evidence={**evidence, "first_node_resolves_to": list(first_addrs.addresses)},
                explanation="Rank 0 runs on the first node of the step and hosts the rendezvous store there; other "
                            "ranks connecting elsewhere time out ('The client socket has timed out').",
-               fix=MASTER_ADDR_FIX)
+               fix=fix)
 
 
 def _master_port(ctx: Context, value: str | None, evidence: dict):

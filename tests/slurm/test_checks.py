@@ -370,6 +370,15 @@ def test_torch_wiring_mismatch(change, status, words):
     assert found[0].subject == name and found[0].fix == S.WIRING_FIXES[name]
 
 
+def test_master_addr_fix_for_a_step_that_skips_the_jobs_first_node():
+    env = dict(GOOD, SLURM_JOB_NODELIST="node[0-2]", SLURM_NODELIST="node[0-2]", SLURM_JOB_NUM_NODES="3",
+               SLURM_JOB_CPUS_PER_NODE="2(x3)", MASTER_ADDR="node0")
+    [f] = findings(S.torch_wiring, host(env, files=EPHEMERAL, resolve={"node0": ["10.0.0.10"],
+                                                                       "node1": ["10.0.0.11"]}))
+    assert f.status is Status.FAIL and "not the first node of the step (node1)" in f.summary
+    assert f.fix == S.STEP_MASTER_ADDR_FIX and '"$SLURM_STEP_NODELIST"' in f.fix
+
+
 def test_torch_wiring_partial_warns_missing():
     env = {k: v for k, v in GOOD.items() if k not in ("MASTER_PORT", "WORLD_SIZE")}
     found = findings(S.torch_wiring, host(env, files=EPHEMERAL))

@@ -259,3 +259,25 @@ def test_torchrun_nproc_against_gpus_fails_and_the_pasted_fix_works(slurm_gpu_cl
     for report in got.values():
         assert statuses(report)["slurm.torchrun-nproc"] == "ok"
         assert statuses(report)["slurm.gpus"] == "ok"
+
+
+def test_step_on_a_later_node_needs_the_steps_master_addr(slurm_cluster):
+    # the job-level MASTER_ADDR names node1, but this step runs only on node2
+    train = os.path.join(slurm_cluster.base, "train-wiring.sh")
+    with open(train, "w") as fh:  # stands for the user's program: it reads the wiring it was given
+        fh.write("export WORLD_SIZE=$SLURM_NTASKS RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID\n"
+                 f"exec {DD} check --only slurm.torch-wiring --format json\n")
+    step = "srun -w node2 -N1 -n2 -l"
+    broken = (f"{BASE['MASTER_ADDR']}\n{BASE['MASTER_PORT']}\n{step} bash {train}\n")
+    got = batch(slurm_cluster, broken, args=("-N2", "-n4"))
+    assert sorted(got) == [0, 1] and {r["host"] for r in got.values()} == {"node2"}
+    fix = None
+    for report in got.values():
+        [f] = findings(report, "slurm.torch-wiring")
+        assert f["status"] == "fail" and "MASTER_ADDR=node1 is not the first node of the step (node2)" in f["summary"]
+        fix = f["fix"]
+    pasted = fix.replace("srun bash", f"{step} bash").replace("python train.py", f"bash {train}")
+    fixed = batch(slurm_cluster, f"{BASE['MASTER_ADDR']}\n{BASE['MASTER_PORT']}\n{pasted}\n", args=("-N2", "-n4"))
+    assert sorted(fixed) == [0, 1]
+    for report in fixed.values():
+        assert [f["status"] for f in findings(report, "slurm.torch-wiring")] == ["ok"]

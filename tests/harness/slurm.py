@@ -240,6 +240,8 @@ JobCompType=jobcomp/none
 MpiDefault=none
 MailProg=/bin/true
 SchedulerType=sched/builtin
+# test all pending jobs every second: a batch job otherwise waits about 2.5 s before it starts
+SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2

@@ -23,13 +23,16 @@ EXPR = "gpu[001-064,100-163],login-a[1-2],r[1-4]n[01-16]"
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    env = dict(os.environ)
-    if "SLURM_CONF" not in env:
-        conf = os.path.join(tempfile.mkdtemp(prefix="dds-bench-"), "slurm.conf")
-        with open(conf, "w") as fh:
-            fh.write("ClusterName=bench\nSlurmctldHost=localhost\nNodeName=a\nPartitionName=p Nodes=a\n")
-        env["SLURM_CONF"] = conf
-    host = Host(env)
+    with tempfile.TemporaryDirectory(prefix="dds-bench-") as tmp:
+        env = dict(os.environ)
+        if "SLURM_CONF" not in env:
+            env["SLURM_CONF"] = os.path.join(tmp, "slurm.conf")
+            with open(env["SLURM_CONF"], "w") as fh:
+                fh.write("ClusterName=bench\nSlurmctldHost=localhost\nNodeName=a\nPartitionName=p Nodes=a\n")
+        compare(Host(env), rounds)
+
+
+def compare(host: Host, rounds: int) -> None:
     if not host.which("scontrol"):
         sys.exit("scontrol is not installed")
     library, scontrol = [], []

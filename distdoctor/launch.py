@@ -11,6 +11,27 @@ from typing import Mapping
 from distdoctor.model import RunContext
 
 
+# Step ids of Slurm's special steps: names as newer releases print them, and the numbers that
+# older releases (and some tools) put in SLURM_STEP_ID (slurm.h: SLURM_BATCH_SCRIPT and friends;
+# 0xfffffffe/0xffffffff before Slurm 20.11, 0xfffffffa-0xfffffffd since).
+SPECIAL_STEPS = {
+    "batch": "batch", "extern": "extern", "interactive": "interactive", "pending": "pending",
+    "4294967290": "interactive", "4294967291": "batch", "4294967292": "extern", "4294967293": "pending",
+    "4294967294": "batch", "4294967295": "extern",
+}
+
+
+def step_kind(step: str) -> str:
+    """'normal' for a step srun started, else the special step's name, '' when unreadable."""
+    step = step.strip().lower()
+    if step in SPECIAL_STEPS:
+        return SPECIAL_STEPS[step]
+    head, plus, tail = step.partition("+")  # a heterogeneous step prints as '3+1'
+    if head.isdigit() and (not plus or tail.isdigit()):
+        return "normal"
+    return ""
+
+
 def _int(env: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         value = env.get(name, "").strip()
@@ -50,14 +71,15 @@ def detect_context(env: Mapping[str, str], slurm_installed: bool = False) -> Run
             world_size=_int(env, "PMI_SIZE"), local_world_size=_int(env, "MPI_LOCALNRANKS"),
             job_id=job, step_id=step,
         )
-    if job and step and step not in ("batch", "extern", "interactive"):
+    kind = step_kind(step) if step else ""
+    if job and step and kind not in ("batch", "extern", "interactive", "pending"):
         return RunContext(
             "slurm-step", f"srun step {job}.{step}", "srun",
             rank=_int(env, "SLURM_PROCID"), local_rank=_int(env, "SLURM_LOCALID"),
             world_size=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
             node_rank=_int(env, "SLURM_NODEID"), job_id=job, step_id=step,
         )
-    if job and (env.get("ENVIRONMENT") == "BATCH" or step == "batch"):
+    if job and (kind == "batch" or (env.get("ENVIRONMENT") == "BATCH" and not step)):
         return RunContext("slurm-batch", f"batch step of Slurm job {job} (no srun)", "sbatch",
                           job_id=job, step_id="batch")
     if job:

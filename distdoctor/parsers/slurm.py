@@ -1,0 +1,177 @@
+"""Slurm's own notations and command outputs, parsed without I/O.
+
+- `parse_counts("2(x3),1")` -> [2, 2, 2, 1]: the compressed per-node lists of
+  SLURM_TASKS_PER_NODE, SLURM_STEP_TASKS_PER_NODE and SLURM_JOB_CPUS_PER_NODE.
+- `parse_env_dump(text)`: `env | grep SLURM` output as users paste it (prompts, program output,
+  interleaved tasks mixed in).
+- `parse_hostnames`, `parse_version`, `parse_ping`, `parse_partitions`: scontrol/sinfo outputs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from distdoctor.parsers import ParseError
+
+_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+
+
+def parse_counts(text: str, name: str = "SLURM_TASKS_PER_NODE") -> list[int]:
+    """Expand Slurm's compressed per-node counts: `3,1(x3)` is 3,1,1,1."""
+    value = text.strip()
+    if not value:
+        raise ParseError(name, "empty value; expected counts such as 2(x3),1")
+    counts: list[int] = []
+    for index, element in enumerate(value.split(",")):
+        match = _COUNT.match(element.strip())
+        if not match:
+            raise ParseError(name, f"element {element.strip()!r} is not N or N(xM) in {value!r}")
+        repeat = int(match.group(2)) if match.group(2) is not None else 1
+        if repeat == 0:
+            raise ParseError(name, f"element {element.strip()!r} repeats zero times in {value!r}")
+        counts.extend([int(match.group(1))] * repeat)
+    return counts
+
+
+def parse_id_list(text: str, name: str) -> list[str]:
+    """A comma-separated list of GPU ids/UUIDs as in CUDA_VISIBLE_DEVICES or SLURM_STEP_GPUS.
+    Empty elements are rejected: `0,,1` makes CUDA stop at the gap."""
+    value = text.strip()
+    if not value:
+        return []
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise ParseError(name, f"empty element in {value!r}")
+    return items
+
+
+@dataclass(frozen=True)
+class EnvDump:
+    values: dict[str, str]
+    skipped: tuple[str, ...] = ()  # lines that are not NAME=value (prompts, program output)
+    conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a name seen with different values
+
+
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def parse_env_dump(text: str) -> EnvDump:
+    """`env`/`printenv` output. Lines that are not assignments are kept aside; a name repeated
+    with the same value (two tasks' output interleaved) counts once, with different values it is
+    a conflict and the first value is kept."""
+    values: dict[str, str] = {}
+    skipped: list[str] = []
+    conflicts: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        match = _ASSIGN.match(line.rstrip("\r"))
+        if not match:
+            if line.strip():
+                skipped.append(line)
+            continue
+        name, value = match.groups()
+        if name in values and values[name] != value:
+            conflicts.setdefault(name, [values[name]]).append(value)
+            continue
+        values.setdefault(name, value)
+    return EnvDump(values, tuple(skipped), {k: tuple(v) for k, v in conflicts.items()})
+
+
+def parse_hostnames(text: str) -> list[str]:
+    """`scontrol show hostnames EXPR`: one host per line. scontrol exits 0 even for an invalid
+    expression and prints `Invalid hostlist: ...` instead, so that is an error here."""
+    hosts = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if "Invalid hostlist" in line or line.startswith("scontrol:") or " " in line:
+            raise ParseError("scontrol show hostnames", "rejected the expression", number, line)
+        hosts.append(line)
+    return hosts
+
+
+_VERSION = re.compile(r"^slurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?\S*)\s*$", re.IGNORECASE)
+
+
+def parse_version(text: str) -> str:
+    """`sinfo --version` / `srun --version`: `slurm 23.11.4` or Debian's `slurm-wlm 22.05.8`."""
+    for line in text.splitlines():
+        match = _VERSION.match(line.strip())
+        if match:
+            return match.group(1)
+    raise ParseError("sinfo --version", "no 'slurm X.Y.Z' line", 1 if text else None, text)
+
+
+@dataclass(frozen=True)
+class Controller:
+    name: str
+    role: str  # primary, backup1, ...
+    up: bool
+
+
+_PING = re.compile(r"^Slurmctld\((\w+)\) at (\S+) is (UP|DOWN)", re.IGNORECASE)
+
+
+def parse_ping(text: str) -> list[Controller]:
+    """`scontrol ping`: `Slurmctld(primary) at vm is UP`, one line per controller."""
+    found = []
+    for line in text.splitlines():
+        match = _PING.match(line.strip())
+        if match:
+            found.append(Controller(match.group(2), match.group(1), match.group(3).upper() == "UP"))
+    if not found:
+        raise ParseError("scontrol ping", "no 'Slurmctld(...) at HOST is UP|DOWN' line", 1 if text else None, text)
+    return found
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    default: bool
+    available: str  # up, down, drain, inact
+    nodes: int
+    gres: tuple[str, ...]  # ("gpu:a100:4", ...) for one node group
+
+    @property
+    def gpus_per_node(self) -> int:
+        total = 0
+        for item in self.gres:
+            fields = item.split("(")[0].split(":")
+            if fields[0] == "gpu":
+                total += int(fields[-1]) if fields[-1].isdigit() else 1
+        return total
+
+
+PARTITION_FORMAT = "%P|%a|%D|%G"
+
+
+def parse_partitions(text: str) -> list[Partition]:
+    """`sinfo -h -o '%P|%a|%D|%G'`: one line per partition and node group (sinfo splits a
+    partition whose nodes differ in GRES). The default partition is marked with '*'. GRES
+    `(null)` means none; `gpu:a100:4(S:0-1)` carries socket affinity."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.strip().split("|")
+        if len(fields) != 4 or not fields[2].strip().isdigit():
+            raise ParseError("sinfo", "expected PARTITION|AVAIL|NODES|GRES", number, line)
+        name, avail, nodes, gres = (f.strip() for f in fields)
+        # GRES lists are comma-separated, but a socket range inside parentheses has commas too
+        items = [g for g in re.split(r",(?![^(]*\))", gres) if g and g != "(null)"]
+        rows.append(Partition(name.rstrip("*"), name.endswith("*"), avail, int(nodes), tuple(items)))
+    return rows
+
+
+def parse_nvidia_smi_list(text: str) -> list[str]:
+    """`nvidia-smi -L`: the UUIDs (or indices) of the GPUs this node shows, MIG devices not
+    counted separately."""
+    gpus = []
+    for line in text.splitlines():
+        match = re.match(r"^GPU (\d+):.*?(?:\(UUID: (\S+?)\))?\s*$", line.strip())
+        if match:
+            gpus.append(match.group(2) or match.group(1))
+    if not gpus and text.strip():
+        raise ParseError("nvidia-smi -L", "no 'GPU N: ...' line", 1, text.splitlines()[0])
+    return gpus

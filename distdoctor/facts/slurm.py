@@ -16,6 +16,7 @@ from distdoctor.facts import fact
 from distdoctor.launch import step_kind
 from distdoctor.parsers import ParseError
 from distdoctor.parsers import slurm as parse
+from distdoctor.parsers.nvidia_smi import parse_list_gpus
 from distdoctor.redact import REDACTED
 
 # Integers Slurm puts in a job's environment (old names included: SLURM_JOBID, SLURM_NPROCS,
@@ -381,10 +382,16 @@ def node_gpus(facts) -> NodeGpus:
         if run.missing:
             return NodeGpus(None, "nvidia-smi is not installed on this node")
         return NodeGpus(None, run.describe())
+    if not run.stdout.strip():
+        return NodeGpus(())
     try:
-        return NodeGpus(tuple(parse.parse_nvidia_smi_list(run.stdout)))
+        listed = parse_list_gpus(run.stdout)
     except ParseError as exc:
         return NodeGpus(None, str(exc))
+    if listed.errors and not listed.gpus:
+        return NodeGpus(None, f"nvidia-smi -L: {listed.errors[0]}")
+    # MIG slices are not counted separately: Slurm's GRES counts whole GPUs.
+    return NodeGpus(tuple(g.uuid or str(g.index) for g in listed.gpus))
 
 
 @fact

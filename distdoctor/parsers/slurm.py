@@ -162,16 +162,3 @@ def parse_partitions(text: str) -> list[Partition]:
         items = [g for g in re.split(r",(?![^(]*\))", gres) if g and g != "(null)"]
         rows.append(Partition(name.rstrip("*"), name.endswith("*"), avail, int(nodes), tuple(items)))
     return rows
-
-
-def parse_nvidia_smi_list(text: str) -> list[str]:
-    """`nvidia-smi -L`: the UUIDs (or indices) of the GPUs this node shows, MIG devices not
-    counted separately."""
-    gpus = []
-    for line in text.splitlines():
-        match = re.match(r"^GPU (\d+):.*?(?:\(UUID: (\S+?)\))?\s*$", line.strip())
-        if match:
-            gpus.append(match.group(2) or match.group(1))
-    if not gpus and text.strip():
-        raise ParseError("nvidia-smi -L", "no 'GPU N: ...' line", 1, text.splitlines()[0])
-    return gpus

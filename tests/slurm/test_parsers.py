@@ -113,23 +113,18 @@ def test_partitions_capture_and_gres_shapes():
         parse.parse_partitions("PARTITION AVAIL TIMELIMIT\n")
 
 
-@pytest.mark.parametrize("name, count", [
-    ("nvidia-smi-L_8xH100_rhelai_vm_list-gpus.txt", 8),
-    ("nvidia-smi-L_A100PCIe_1mig.txt", 1),
-    ("nvidia-smi-L_A100_mig_2x3g_legacy_spacing.txt", 1),
-    ("nvidia-smi-L_srun_frida_4xH100.txt", 4),
+
+
+@pytest.mark.parametrize("stdout, gpus, error", [
+    ("GPU 0: NVIDIA H100 (UUID: GPU-aaa)\nGPU 1: NVIDIA H100 (UUID: GPU-bbb)\n", ("GPU-aaa", "GPU-bbb"), ""),
+    ("GPU 0: A100 (UUID: GPU-ccc)\n  MIG 3g.20gb     Device  0: (UUID: MIG-ddd)\n", ("GPU-ccc",), ""),
+    ("", (), ""),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", None, "NVIDIA-SMI has failed"),
 ])
-def test_nvidia_smi_list_counts_gpus_not_mig_slices(name, count):
-    gpus = parse.parse_nvidia_smi_list(_read("nvidia_smi_L", name))
-    assert len(gpus) == count
-    assert all(g.startswith("GPU-") for g in gpus)
+def test_node_gpus_counts_whole_gpus_through_the_gpu_parser(stdout, gpus, error):
+    from distdoctor.facts import Facts
+    from distdoctor.testing import FakeHost
 
-
-def test_every_nvidia_smi_list_capture_is_tested():
-    assert len(glob.glob(data_path("nvidia_smi_L", "*.txt"))) == 4
-
-
-def test_nvidia_smi_list_garbage():
-    assert parse.parse_nvidia_smi_list("") == []
-    with pytest.raises(ParseError):
-        parse.parse_nvidia_smi_list("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+    node = Facts(FakeHost(commands={("nvidia-smi", "-L"): stdout})).node_gpus
+    assert node.gpus == gpus
+    assert error in (node.error or "")

@@ -25,3 +25,22 @@ def distdoctor_argv() -> list[str]:
 @pytest.fixture
 def data():
     return data_path
+
+
+_SCHEMA = None
+
+
+def load_report(text: str) -> dict:
+    """Parse a JSON report printed by distdoctor and validate it against the published schema:
+    every report the suite produces is checked, not only the ones in the schema's own tests."""
+    import json
+
+    import jsonschema
+
+    global _SCHEMA
+    if _SCHEMA is None:
+        with open(os.path.join(REPO, "docs", "report.schema.json")) as fh:
+            _SCHEMA = json.load(fh)
+    doc = json.loads(text)
+    jsonschema.validate(doc, _SCHEMA)
+    return doc

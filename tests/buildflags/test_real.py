@@ -16,7 +16,7 @@ import pytest
 from distdoctor.facts import Facts
 from distdoctor.facts import build as build_facts
 from distdoctor.host import Host
-from tests.conftest import distdoctor_argv
+from tests.conftest import load_report, distdoctor_argv
 from tests.harness import apt
 from tests.harness.nccl_lib import PACKAGE, VERSION, VERSION_CODE, libnccl
 
@@ -50,7 +50,7 @@ def run_cli(*args, env=None):
     proc = subprocess.run([*distdoctor_argv(), "check", *args, "--format", "json"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, **(env or {})})
     assert proc.returncode in (0, 1), proc.stderr
-    return {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    return {c["id"]: c for c in load_report(proc.stdout)["checks"]}
 
 
 def test_done_when_openmpi_without_cuda_mpich_alongside_and_pip_nccl(pip_nccl):

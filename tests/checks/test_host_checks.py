@@ -7,7 +7,7 @@ from distdoctor.host import Host
 from distdoctor.model import Status
 from distdoctor.testing import FakeHost, run_check
 
-from tests.conftest import distdoctor_argv
+from tests.conftest import load_report, distdoctor_argv
 
 MIB = 1024 * 1024
 
@@ -42,7 +42,7 @@ def test_memlock_on_this_real_machine():
     soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     proc = subprocess.run([*distdoctor_argv(), "check", "--only", "host.memlock-limit", "--json"],
                           capture_output=True, text=True, timeout=60)
-    finding = json.loads(proc.stdout)["checks"][0]["findings"][0]
+    finding = load_report(proc.stdout)["checks"][0]["findings"][0]
     if soft == resource.RLIM_INFINITY:
         assert "unlimited" in finding["summary"]
     else:

@@ -9,7 +9,7 @@ from distdoctor.docgen import reference
 from distdoctor.model import Status
 from distdoctor.testing import FakeHost, run_check
 
-from tests.conftest import REPO, distdoctor_argv
+from tests.conftest import load_report, REPO, distdoctor_argv
 
 
 def test_check_reference_is_fresh():
@@ -32,7 +32,7 @@ def test_worked_example_loads_and_runs_as_a_drop_in(tmp_path):
     cfg.write_text(f'[checks."site.scratch-free"]\npath = "{tmp_path}"\nmin_free_gib = 0\n')
     proc = subprocess.run([*distdoctor_argv(), "check", "--checks-dir", str(pack), "--only", "site", "--json",
                            "--config", str(cfg)], capture_output=True, text=True, timeout=60)
-    doc = json.loads(proc.stdout)
+    doc = load_report(proc.stdout)
     [run] = doc["checks"]
     assert run["id"] == "site.scratch-free" and run["status"] == "ok", run
     assert run["source"] == str(pack / "scratch.py")

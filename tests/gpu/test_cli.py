@@ -7,7 +7,7 @@ import time
 import pytest
 
 from distdoctor.facts.gpu import CHECK_TIMEOUT, NVIDIA_SMI_TIMEOUT
-from tests.conftest import data_path, distdoctor_argv
+from tests.conftest import load_report, data_path, distdoctor_argv
 from tests.harness.fake_nvidia_smi import StandIn
 
 
@@ -23,7 +23,7 @@ def test_whole_report_arrives_on_time_with_a_hung_nvidia_smi(tmp_path):
     smi = StandIn(tmp_path).answer("*", hang=True)
     proc, elapsed = check(smi, "--timeout", "30")
     assert proc.returncode == 1, proc.stderr  # FAIL: the hung GPU
-    doc = json.loads(proc.stdout)
+    doc = load_report(proc.stdout)
     runs = {r["id"]: r for r in doc["checks"]}
     inventory = runs["gpu.inventory"]
     assert inventory["status"] == "fail"
@@ -42,7 +42,7 @@ def test_gpu_area_on_a_healthy_node(tmp_path):
         f"{i}, NVIDIA H100 80GB HBM3, GPU-{i:08x}-0000-0000-0000-000000000000, 00000000:{i + 0x18:02X}:00.0, 81559, "
         "Enabled, Disabled, 0, 0x0000000000000001\n" for i in range(8)))
     proc, _elapsed = check(smi, "--only", "gpu")
-    doc = json.loads(proc.stdout)
+    doc = load_report(proc.stdout)
     status = {r["id"]: r["status"] for r in doc["checks"]}
     assert status["gpu.inventory"] == status["gpu.p2p-topology"] == status["gpu.nic-affinity"] == "ok"
     assert status["gpu.health"] == "ok" and status["gpu.visible-devices"] == "ok"

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO, distdoctor_argv
+from tests.conftest import load_report, REPO, distdoctor_argv
 from tests.harness import nccl_lib
 from tests.harness.netns import Namespaces
 
@@ -152,7 +152,7 @@ def test_prediction_equals_the_real_nccl(lab, scenario):
 def check_json(ns, short, env=None, only="net"):
     proc = in_ns(ns, short, [*distdoctor_argv(), "check", "--only", only, "--format", "json"], env)
     assert proc.returncode in (0, 1), proc.stderr
-    report = json.loads(proc.stdout)
+    report = load_report(proc.stdout)
     return {run["id"]: run for run in report["checks"]}
 
 

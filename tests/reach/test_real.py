@@ -20,7 +20,7 @@ from distdoctor.facts import reach as R
 from distdoctor.host import Host
 from distdoctor.model import Status
 from distdoctor.testing import run_check
-from tests.conftest import distdoctor_argv
+from tests.conftest import load_report, distdoctor_argv
 from tests.harness import apt
 from tests.harness.netns import Namespaces
 from tests.harness.sshd import SilentListener, SshLab, free_port
@@ -102,7 +102,7 @@ def test_every_ssh_and_tcp_classification_against_real_sshd(lab):
                    "--ports", str(lab["silent"].port))
     wall = time.monotonic() - started
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)
+    doc = load_report(proc.stdout)
     (run,) = doc["checks"]
     per_host = {h["host"]: h["probes"] for h in run["findings"][0]["evidence"]["hosts"]}
     ssh = {h: p["ssh"]["status"] for h, p in per_host.items()}
@@ -152,7 +152,7 @@ def test_hostfile_and_horovod_list_against_real_sshd(lab, tmp_path):
     hostfile.write_text("# job hosts\nddr-good slots=4\nddr-lo:2\nbad line here\n")
     proc = run_cli(lab, "--only", "reach.hosts", "--format", "json", "--hostfile", str(hostfile),
                    "-H", "ddr-denied:4")
-    run = json.loads(proc.stdout)["checks"][0]
+    run = load_report(proc.stdout)["checks"][0]
     matrix = next(f for f in run["findings"] if "table" in f["evidence"])
     hosts = {h["host"]: h for h in matrix["evidence"]["hosts"]}
     assert run["findings"][0]["summary"].startswith(f"{hostfile}:4:")
@@ -204,7 +204,7 @@ def test_slurm_job_nodelist_through_real_scontrol(tmp_path):
                XDG_CONFIG_HOME=str(tmp_path))
     proc = subprocess.run([*distdoctor_argv(), "check", "--only", "reach.hosts", "--format", "json",
                            "--config", str(config)], capture_output=True, text=True, timeout=60, env=env)
-    run = json.loads(proc.stdout)["checks"][0]
+    run = load_report(proc.stdout)["checks"][0]
     matrix = run["findings"][0]
     assert [h["host"] for h in matrix["evidence"]["hosts"]] == ["127.0.0.1", "127.0.0.2"]
     assert matrix["evidence"]["origin"] == "Slurm job 4242"

@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from checks.slurm import TORCH_WIRING_FIX, WIRING_FIXES
-from tests.conftest import distdoctor_argv
+from tests.conftest import load_report, distdoctor_argv
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def reports(stdout: str) -> dict[int, dict]:
         label, sep, rest = line.partition(": ")
         if sep and label.strip().isdigit():
             lines.setdefault(int(label), []).append(rest)
-    return {task: json.loads("\n".join(text)) for task, text in lines.items()}
+    return {task: load_report("\n".join(text)) for task, text in lines.items()}
 
 
 def findings(report: dict, check_id: str) -> list[dict]:
@@ -130,7 +130,7 @@ def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
 def test_sbatch_without_srun_warns_and_srun_fixes_it(slurm_cluster):
     cmd = f"{DD} check --only slurm --format json"
     _job, out = slurm_cluster.sbatch(f"#!/bin/bash\n{cmd}\n", ["-N2", "-n2"], timeout=90)
-    report = json.loads(out)
+    report = load_report(out)
     assert report["host"] == "node1" and report["context"]["kind"] == "slurm-batch"
     [f] = findings(report, "slurm.batch-step")
     assert f["status"] == "warn" and "2 task(s) on 2 node(s)" in f["summary"]
@@ -161,7 +161,7 @@ def test_login_node_gives_the_installation_summary(slurm_cluster):
 
     proc = subprocess.run([*distdoctor_argv(), "check", "--only", "slurm", "--format", "json"], capture_output=True,
                           text=True, timeout=60, env=slurm_cluster.env)
-    report = json.loads(proc.stdout)
+    report = load_report(proc.stdout)
     assert proc.returncode == 0, proc.stderr
     assert report["context"]["kind"] == "login"
     summary = [f["summary"] for f in findings(report, "slurm.installation")]
@@ -209,7 +209,7 @@ def test_gpu_login_summary_lists_gpu_partitions(slurm_gpu_cluster):
 
     proc = subprocess.run([*distdoctor_argv(), "check", "--only", "slurm.installation", "--format", "json"],
                           capture_output=True, text=True, timeout=60, env=slurm_gpu_cluster.env)
-    report = json.loads(proc.stdout)
+    report = load_report(proc.stdout)
     assert findings(report, "slurm.installation")[2]["summary"] == "partitions with GPUs: debug: 2 nodes x 2 GPU"
 
 

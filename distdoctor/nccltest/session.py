@@ -43,10 +43,10 @@ PHASE_CHECK = {"rendezvous": "nccl-test.rendezvous", "mesh": "nccl-test.mesh", "
 def wait_for_port(addr: str, port: int, deadline: float) -> str:
     """'' once addr:port accepts connections, else why not at the deadline. Retrying here,
     rather than in TCPStore, lets the report say refused / timed out / no route."""
-    last = "no attempt"
+    last = ""
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 and last:
             return last
         try:
             with socket.create_connection((addr, port), timeout=min(2.0, max(0.1, left))):
@@ -177,7 +177,6 @@ class RankRun:
         return findings, local
 
     def lead(self, fp: dict[str, Any], listener, if_addrs) -> int:
-        started = time.monotonic()
         launch, local = self.launch_findings(if_addrs)
         self.recorder.add("nccl-test.launch", launch)
         self.recorder.extra["rendezvous"] = {"master_addr": self.endpoint.addr, "master_port": self.endpoint.port,
@@ -195,7 +194,7 @@ class RankRun:
                 + ("the port is in use" if in_use else text), subject=str(self.endpoint.port),
                 explanation="another job, or an earlier test that is still running, holds the port" if in_use else "",
                 fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
-                time.monotonic() - started)
+                time.monotonic() - self.started)
             return self.finish()
         self.store.set("fp/0", json.dumps(fp))
         self.fps = [fp]
@@ -205,7 +204,7 @@ class RankRun:
             if r not in missing_ranks:
                 self.fps.append(json.loads(self.store.get(f"fp/{r}")))
         self.recorder.extra["fingerprints"] = self.fps
-        waited = time.monotonic() - started
+        waited = time.monotonic() - self.started
         hosts = sorted({f["host"] for f in self.fps})
         if missing_ranks:
             self.recorder.add("nccl-test.rendezvous", [self.missing_finding(missing_ranks, waited, local)], waited)
@@ -234,7 +233,7 @@ class RankRun:
         if placement:
             where = " (expected on " + ", ".join(sorted({placement.get(r, "?") for r in missing})) + ")"
         summary = (f"rank{'s' if len(missing) > 1 else ''} {compare.rank_ranges(missing)} of {self.world} never "
-                   f"arrived{where} within {waited:.1f} s")
+                   f"arrived{where} within {waited:.1f} s of rank 0's start")
         if never:
             summary += f"; no rank arrived from host{'s' if len(never) > 1 else ''} {', '.join(never)}"
         causes = [f"the world size is {self.world} (from {self.ident.description}) but fewer processes were "
@@ -245,8 +244,8 @@ class RankRun:
         if not master_local:
             causes.insert(0, f"MASTER_ADDR={self.endpoint.addr} is not rank 0's host, so the other ranks look for "
                              "the rendezvous somewhere else")
-        fix = (f"# on a host of a missing rank:\npython3 -c 'import socket; socket.create_connection("
-               f"(\"{self.endpoint.addr}\", {self.endpoint.port}), 5)'")
+        fix = (f"# on a host of a missing rank, while the test runs:\n"
+               f"timeout 5 bash -c '</dev/tcp/{self.endpoint.addr}/{self.endpoint.port}' && echo reachable")
         return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),
                     fix=fix, evidence={"missing_ranks": missing, "hosts_without_ranks": never,
                                        "arrived_hosts": sorted(h for h in arrived_hosts if h)})
@@ -347,15 +346,26 @@ class RankRun:
         return not pairs and not missing
 
     def gather_results(self, mine: list[collectives.OpResult], my_rows: list[dict], notes: list[Finding]) -> None:
-        missing = self.wait_keys(self.store, [f"res/{r}" for r in range(1, self.world)], self.phase_deadline())
+        deadline = self.phase_deadline()
+        if not all(r.ok for r in mine):
+            # This rank already saw the failure; a peer that is still alive reports within moments.
+            deadline = min(deadline, time.monotonic() + 2.0)
+        missing = self.wait_keys(self.store, [f"res/{r}" for r in range(1, self.world)], deadline)
         results: dict[int, dict[str, Any]] = {0: {"ops": [r.to_dict() for r in mine], "bench": my_rows}}
         for r in range(1, self.world):
             if f"res/{r}" not in missing:
                 results[r] = json.loads(self.store.get(f"res/{r}"))
         silent = sorted(int(k.split("/")[1]) for k in missing)
-        status_of = self.rank_states(silent) if silent else {}
+        states = self.rank_states(silent) if silent else {}
+        # Each silent rank is reported under the step it was in when it went quiet.
+        silent_at: dict[str, list[int]] = {}
+        names = ["init"] + [n for n, _ in collectives.OPS] + (["bench"] if self.args.bench else [])
+        for r in silent:
+            check_id = PHASE_CHECK.get(states[r][0], "nccl-test.init")
+            silent_at.setdefault(check_id if check_id[len("nccl-test."):] in names else "nccl-test.init",
+                                 []).append(r)
         self.recorder.extra["results"] = {str(k): v for k, v in results.items()}
-        for name in ["init"] + [n for n, _ in collectives.OPS]:
+        for name in names:
             check_id = f"nccl-test.{name}"
             per_rank = {r: next((op for op in res["ops"] if op["name"] == name), None) for r, res in results.items()}
             findings = list(notes) if name == "init" else []
@@ -365,14 +375,17 @@ class RankRun:
                 findings.append(fail(f"rank{'s' if len(ranks) > 1 else ''} {compare.rank_ranges(ranks)}: {detail}",
                                      subject=compare.rank_ranges(ranks), explanation=self.op_explanation(name, silent),
                                      fix=self.op_fix(name)))
-            if silent and (ran or name == "init"):
-                findings.append(fail(f"no result from rank{'s' if len(silent) > 1 else ''} "
-                                     f"{compare.rank_ranges(silent)}: " + "; ".join(status_of[r] for r in silent),
-                                     subject=compare.rank_ranges(silent),
+            quiet = silent_at.get(check_id, [])
+            if quiet:
+                findings.append(fail(f"no result from rank{'s' if len(quiet) > 1 else ''} "
+                                     f"{compare.rank_ranges(quiet)}: " + "; ".join(states[r][1] for r in quiet),
+                                     subject=compare.rank_ranges(quiet),
                                      explanation="a rank that stops responding in the middle of a job hangs every "
                                      "collective of the others until their timeout"))
-            if not ran and not silent:
+            if not ran and not quiet:
                 continue
+            if name == "bench" and not findings:
+                continue  # a sweep that ran everywhere is judged by add_bench
             if not findings:
                 slowest = max(op["seconds"] for op in ran.values())
                 detail = ran[0]["detail"] if 0 in ran else ""
@@ -380,7 +393,7 @@ class RankRun:
                                    f"(slowest rank {slowest * 1000:.1f} ms)"))
             duration = max((op["seconds"] for op in ran.values()), default=0.0)
             self.recorder.add(check_id, findings, duration)
-        if self.args.bench:
+        if self.args.bench and not self.recorder.has("nccl-test.bench"):
             self.add_bench(my_rows, results, silent)
 
     def add_bench(self, rows: list[dict], results: dict[int, dict[str, Any]], silent: list[int]) -> None:
@@ -413,13 +426,14 @@ class RankRun:
             return "NCCL_DEBUG=INFO distdoctor nccl-test -v   # shows the interface and the peer that fails"
         return "distdoctor nccl-test -v --bench   # repeat with every rank's log"
 
-    def rank_states(self, ranks: list[int]) -> dict[int, str]:
-        """For each silent rank: where it was last and whether it is still alive (its heartbeat
-        counter moves), using the monitor connection so a blocked main store cannot stall it."""
+    def rank_states(self, ranks: list[int]) -> dict[int, tuple[str, str]]:
+        """For each silent rank: (its last phase, a sentence on where it was and whether it is
+        still alive: its heartbeat counter moves). Uses the monitor connection so that a main
+        connection blocked in a call cannot stall it."""
         store = self.monitor or self.store
-        if store is None:
-            return {r: "unknown" for r in ranks}
         hosts = {f["rank"]: f"{f['host']} pid {f['pid']}" for f in self.fps}
+        if store is None:
+            return {r: ("", f"rank {r} ({hosts.get(r, '?')}): state unknown") for r in ranks}
 
         def beats() -> dict[int, int]:
             return {r: store.add(f"hb/{r}", 0) for r in ranks}
@@ -431,10 +445,11 @@ class RankRun:
             phases = {r: (store.get(f"phase/{r}").decode() if store.check([f"phase/{r}"]) else "rendezvous")
                       for r in ranks}
         except Exception as exc:
-            return {r: f"state unknown ({collectives.first_line(exc)})" for r in ranks}
-        return {r: f"rank {r} ({hosts.get(r, '?')}) " + (
+            return {r: ("", f"rank {r} ({hosts.get(r, '?')}): state unknown ({collectives.first_line(exc)})")
+                    for r in ranks}
+        return {r: (phases[r], f"rank {r} ({hosts.get(r, '?')}) " + (
             f"stopped responding during {phases[r]}: its process is gone or frozen" if after[r] == before[r]
-            else f"is alive but still in {phases[r]}") for r in ranks}
+            else f"is alive but still in {phases[r]}")) for r in ranks}
 
     def run_collectives(self, backend: str) -> tuple[list[collectives.OpResult], list[dict]]:
         import torch.distributed as dist
@@ -500,7 +515,7 @@ class RankRun:
         self.log(f"rendezvous at {e.addr}:{e.port} ({e.addr_why})")
         why = wait_for_port(e.addr, e.port, self.phase_deadline())
         if why:
-            self.say(f"cannot reach the rendezvous at {e.addr}:{e.port} (MASTER_ADDR from {e.addr_why}) within "
+            self.say(f"cannot reach the rendezvous at {e.addr}:{e.port} ({e.addr_why}) within "
                      f"{self.args.timeout:g} s: {why}")
             return 2
         try:
@@ -587,7 +602,7 @@ class RankRun:
         phase = self.phase
         check_id = PHASE_CHECK.get(phase, "nccl-test.init")
         others = [f["rank"] for f in self.fps if f["rank"] != 0]
-        states = self.rank_states(others) if others and self.monitor is not None else {}
+        states = {r: text for r, (_p, text) in self.rank_states(others).items()} if others else {}
         stuck = [s for s in states.values() if "alive but" not in s or phase not in s]
         findings = [Finding(Status.TIMEOUT, f"{phase} did not finish within the {self.args.timeout:g} s bound",
                             explanation="a transport call hung past its own timeout; distdoctor ended the test "

@@ -154,7 +154,18 @@ class RankRun:
 
     # --- rank 0 -------------------------------------------------------------------------------
 
-    def launch_findings(self, if_addrs) -> tuple[list[Finding], bool]:
+    def _reachable_name(self, mine: set[str], route_address: str) -> str:
+        """What to suggest as MASTER_ADDR: rank 0's hostname when it resolves to a real address
+        of this host, else the address this host routes from, else any non-loopback address."""
+        name = self.host.hostname()
+        if any(a in mine and not a.startswith("127.") for a in self.host.resolve(name, timeout=2).addresses):
+            return name
+        if route_address and not route_address.startswith("127."):
+            return route_address
+        real = sorted(a for a in mine if not a.startswith(("127.", "fe80", "::1")))
+        return real[0] if real else name
+
+    def launch_findings(self, if_addrs, route_address: str) -> tuple[list[Finding], bool]:
         e = self.endpoint
         findings = [ok(f"rank 0 of {self.world} via {self.ident.description}; rendezvous at {e.addr}:{e.port}",
                        explanation=f"address: {e.addr_why}; port: {e.port_why}",
@@ -172,12 +183,11 @@ class RankRun:
                 f"{self.host.hostname()}", subject=e.addr,
                 explanation="rank 0 serves the rendezvous; the other ranks look for it at MASTER_ADDR and "
                 "will not find it unless this host is reachable there (NAT, a VIP)",
-                fix=f"export MASTER_ADDR={self.host.hostname()}   # or one of: "
-                    f"{', '.join(sorted(a for a in mine if not a.startswith(('127.', 'fe80', '::1'))))}"))
+                fix=f"export MASTER_ADDR={self._reachable_name(mine, route_address)}"))
         return findings, local
 
     def lead(self, fp: dict[str, Any], listener, if_addrs) -> int:
-        launch, local = self.launch_findings(if_addrs)
+        launch, local = self.launch_findings(if_addrs, fp.get("address") or "")
         self.recorder.add("nccl-test.launch", launch)
         self.recorder.extra["rendezvous"] = {"master_addr": self.endpoint.addr, "master_port": self.endpoint.port,
                                              "addr_why": self.endpoint.addr_why, "port_why": self.endpoint.port_why,

@@ -564,7 +564,8 @@ class RankRun:
         """Wait for rank 0's verdict so that every rank exits with the same code."""
         self.set_phase("final")
         try:
-            final = self.get_json(self.store, "final", self.deadline + 1.0)
+            # Rank 0 publishes the code by its own deadline plus the time to name stuck ranks.
+            final = self.get_json(self.store, "final", self.deadline + 1.8)
             self.store.add("bye", 1)
         except Exception:  # rank 0 finished and closed the store: use what this rank saw
             return fallback or 0
@@ -611,23 +612,42 @@ class RankRun:
             return 2
         phase = self.phase
         check_id = PHASE_CHECK.get(phase, "nccl-test.init")
-        others = [f["rank"] for f in self.fps if f["rank"] != 0]
-        states = {r: text for r, (_p, text) in self.rank_states(others).items()} if others else {}
-        stuck = [s for s in states.values() if "alive but" not in s or phase not in s]
-        findings = [Finding(Status.TIMEOUT, f"{phase} did not finish within the {self.args.timeout:g} s bound",
-                            explanation="a transport call hung past its own timeout; distdoctor ended the test "
-                            "at the bound. " + "; ".join(stuck or list(states.values())),
-                            fix="distdoctor nccl-test -v   # every rank logs its progress to stderr",
-                            evidence={"ranks": {str(r): s for r, s in states.items()}})]
-        self.recorder.add(check_id, findings, time.monotonic() - self.started, status=Status.TIMEOUT)
-        runs = self.recorder.runs(self.wanted, "not run: the test hit its time bound")
-        code = report_mod.exit_code(runs)
-        try:  # the main connection may be blocked in a call: publish on the monitor's
-            (self.monitor or self.store).set("final", json.dumps({"code": code}))
+        timeout = Finding(Status.TIMEOUT, f"{phase} did not finish within the {self.args.timeout:g} s bound",
+                          explanation="a transport call hung past its own timeout; distdoctor ended the test at "
+                          "the bound", fix="distdoctor nccl-test -v   # every rank logs its progress to stderr")
+        self.recorder.add(check_id, [timeout], time.monotonic() - self.started, status=Status.TIMEOUT)
+        code = report_mod.exit_code(self.recorder.runs(self.wanted, ""))
+        store = self.monitor or self.store  # the main connection may be blocked in a call
+        try:  # first, so that the other ranks can end with the same code while this one reports
+            store.set("final", json.dumps({"code": code}))
         except Exception:
             pass
-        self.render(runs)
+        others = [f["rank"] for f in self.fps if f["rank"] != 0]
+        findings = [timeout] + self.reported_failures(store, others, phase)
+        quiet = [r for r in others if not store.check([f"res/{r}"])] if store is not None else others
+        states = {r: text for r, (_p, text) in self.rank_states(quiet).items()} if quiet else {}
+        if states:
+            findings.append(fail("; ".join(states.values()), subject=compare.rank_ranges(quiet),
+                                 evidence={"ranks": {str(r): s for r, s in states.items()}}))
+        self.recorder.add(check_id, findings, time.monotonic() - self.started, status=Status.TIMEOUT)
+        self.render(self.recorder.runs(self.wanted, "not run: the test hit its time bound"))
         return code
+
+    def reported_failures(self, store, ranks: list[int], phase: str) -> list[Finding]:
+        """Failures other ranks already published while this rank was stuck: often the cause
+        (a peer's 'connection refused, remote=127.0.0.1' explains rank 0's hang)."""
+        findings = []
+        for r in ranks:
+            try:
+                if store is None or not store.check([f"res/{r}"]):
+                    continue
+                ops = json.loads(store.get(f"res/{r}"))["ops"]
+            except Exception:
+                continue
+            for op in ops:
+                if not op["ok"]:
+                    findings.append(fail(f"rank {r}: {op['name']} failed: {op['detail']}", subject=str(r)))
+        return findings
 
 
 def _group_details(failed: dict[int, dict[str, Any]]) -> dict[str, list[int]]:

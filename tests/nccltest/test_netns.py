@@ -127,3 +127,17 @@ def test_gloo_on_a_hostname_that_resolves_to_loopback_is_caught_before_it_hangs(
     init = checks(doc)["nccl-test.init"]
     assert init["status"] == "fail" and "gloo would advertise 127.0.0.1" in init["findings"][-1]["summary"]
     assert "GLOO_SOCKET_IFNAME=" in init["findings"][-1]["fix"]
+
+
+def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):
+    """GLOO_SOCKET_IFNAME=lo on two hosts: gloo advertises 127.0.0.1 and one side hangs ~40 s past
+    its own timeout. The watchdog ends both ranks at --timeout and rank 0 still reports."""
+    (rc0, doc, err0), (rc1, err1), wall = pair(hosts, env_a={"GLOO_SOCKET_IFNAME": "lo"},
+                                               env_b={"GLOO_SOCKET_IFNAME": "lo"})
+    assert rc0 in (1, 2) and rc1 in (1, 2), (err0, err1)
+    assert wall < TIMEOUT + MARGIN
+    init = checks(doc)["nccl-test.init"]
+    assert init["status"] in ("fail", "timeout")
+    assert statuses(doc)["nccl-test.mesh"] == "ok"  # the hosts can talk: only gloo's address is wrong
+    text = " ".join(f["summary"] for f in init["findings"])
+    assert "rank 1" in text

@@ -536,7 +536,8 @@ class RankRun:
             return 2
         threading.Thread(target=self.heartbeat, daemon=True, name="nccl-test-heartbeat").start()
         self.store.set(f"fp/{self.rank}", json.dumps(fp))
-        plan = self.get_json(self.store, "plan", self.phase_deadline())
+        # Rank 0 decides at its own phase deadline at the latest; wait past that for its word.
+        plan = self.get_json(self.store, "plan", self.deadline + 1.0)
         if plan is None:
             self.say("rank 0 never answered at the rendezvous (it hung or died)")
             return 2
@@ -549,7 +550,7 @@ class RankRun:
             row = mesh.probe_all(peers, plan["token"], self.rank, plan["probe_timeout"])
             self.log(f"mesh row: {row}")
             self.store.set(f"mesh/{self.rank}", json.dumps({str(k): v for k, v in row.items()}))
-        verdict = self.get_json(self.store, "verdict", self.phase_deadline())
+        verdict = self.get_json(self.store, "verdict", self.deadline + 1.0)
         if verdict is None or not verdict["go"]:
             return self.follow_final(1 if verdict is not None else 2)
         results, rows = self.run_collectives(plan["backend"])

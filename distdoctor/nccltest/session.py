@@ -129,10 +129,20 @@ class RankRun:
         return json.loads(store.get(key))
 
     def tcpstore(self, addr: str, master: bool, timeout: float):
-        from torch.distributed import TCPStore
+        """A connection to the rendezvous store, with every key under a prefix of this test run:
+        under torchrun the store is the agent's, shared with torch's own keys."""
+        from torch.distributed import PrefixStore, TCPStore
 
-        return TCPStore(addr, self.endpoint.port, None, master, datetime.timedelta(seconds=max(0.5, timeout)),
-                        wait_for_workers=False)
+        raw = TCPStore(addr, self.endpoint.port, None, master, datetime.timedelta(seconds=max(0.5, timeout)),
+                       wait_for_workers=False)
+        env = self.host.env
+        return PrefixStore(f"distdoctor-nccl-test/{env.get('TORCHELASTIC_RUN_ID', '')}/"
+                           f"{env.get('TORCHELASTIC_RESTART_COUNT', '')}", raw)
+
+    def agent_store(self) -> bool:
+        """torchrun's agent already serves a store on MASTER_PORT: every rank, rank 0 included,
+        joins it as a client instead of serving a second one on the same port."""
+        return self.host.env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
 
     # --- entry --------------------------------------------------------------------------------
 
@@ -193,8 +203,19 @@ class RankRun:
                                              "addr_why": self.endpoint.addr_why, "port_why": self.endpoint.port_why,
                                              "world_size": self.world, "launcher": self.ident.launcher}
         own = self.endpoint.addr if local else "127.0.0.1"
+        serve = not self.agent_store()
+        # The store's listener shares ports (SO_REUSEPORT): binding where another store already
+        # listens would succeed and split the ranks between the two. Look first.
+        if serve and self.host.connect(own, self.endpoint.port, timeout=1).ok:
+            self.recorder.add("nccl-test.rendezvous", [fail(
+                f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: something already listens there",
+                subject=str(self.endpoint.port),
+                explanation="another job's rendezvous, or an earlier test still running, holds the port",
+                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+                time.monotonic() - self.started)
+            return self.finish()
         try:
-            self.store = self.tcpstore(own, True, self.left())
+            self.store = self.tcpstore(own, serve, self.left())
             self.monitor = self.tcpstore(own, False, 2)
         except Exception as exc:
             text = collectives.first_line(exc)

@@ -90,3 +90,24 @@ def test_without_torch_says_how_to_install():
                           env=clean_env(), capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "needs PyTorch" in proc.stderr and "pip install 'distdoctor[torch]'" in proc.stderr
+
+
+def test_rendezvous_port_already_in_use_is_refused_at_once():
+    """The store's listener would share the port (SO_REUSEPORT) with whatever holds it and split
+    the ranks between the two; rank 0 says so instead."""
+    require_torch()
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(8)
+        port = holder.getsockname()[1]
+        start = time.monotonic()
+        proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--timeout", "20", "--json"],
+                              env=rank_env(0, 2, port), capture_output=True, text=True, timeout=40)
+        wall = time.monotonic() - start
+    doc = report(proc.stdout)
+    assert proc.returncode == 1
+    assert wall < 15  # it does not wait for the others
+    summary = checks(doc)["nccl-test.rendezvous"]["findings"][0]["summary"]
+    assert f"port {port}: something already listens there" in summary

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from typing import Any, Sequence
 
 from distdoctor.api import skip
@@ -94,7 +93,3 @@ def emit(text: str) -> None:
     if text:
         sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def now() -> float:
-    return time.monotonic()

@@ -508,7 +508,7 @@ class RankRun:
                                                 collectives.first_line(exc)))
             return results, []
         results.append(collectives.OpResult("init", True, time.monotonic() - started,
-                                            f"{backend} process group of {self.world} ranks"))
+                                            f"process group of {self.world} ranks"))
         for name, op in collectives.OPS:
             self.set_phase(name)
             result = collectives.timed(name, sync, lambda op=op: op(torch, dist, device, self.rank, self.world))
@@ -588,12 +588,16 @@ class RankRun:
         try:
             # Rank 0 publishes the code by its own deadline plus the time to name stuck ranks.
             final = self.get_json(self.store, "final", self.deadline + 1.8)
-            self.store.add("bye", 1)
-        except Exception:  # rank 0 finished and closed the store: use what this rank saw
-            return fallback or 0
+        except Exception as exc:  # rank 0 went away before it published the result
+            self.say(f"lost the connection to rank 0: {collectives.first_line(exc)}")
+            return fallback or 2
         if final is None:
             self.say("rank 0 did not report a result in time")
             return 2
+        try:
+            self.store.add("bye", 1)
+        except Exception:  # rank 0 stops waiting for the others after a moment
+            pass
         return int(final["code"])
 
     # --- the end ------------------------------------------------------------------------------

@@ -66,3 +66,35 @@ def test_usage_errors_exit_64():
     assert proc.returncode == 64 and "bench sizes" in proc.stderr
     proc, _ = run_local("--timeout", "5", timeout=30)  # no launcher, no --local
     assert proc.returncode == 64 and "--local N" in proc.stderr
+
+
+def test_local_with_a_frozen_child_ends_at_the_bound_and_kills_its_children():
+    require_torch()
+    import os
+    import signal
+
+    timeout = 12
+    start = time.monotonic()
+    parent = subprocess.Popen([*distdoctor_argv(), "nccl-test", "--local", "3", "--timeout", str(timeout), "--json",
+                               "--bench", "-b", "1M", "-e", "64M", "-f", "2", "--iters", "30"],
+                              env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kids: list[psutil.Process] = []
+        while len(kids) < 2 and time.monotonic() - start < timeout:
+            kids = psutil.Process(parent.pid).children()
+            time.sleep(0.05)
+        assert len(kids) == 2
+        time.sleep(4)  # into the collectives (start-up and import included)
+        os.kill(kids[-1].pid, signal.SIGSTOP)
+        out, _err = parent.communicate(timeout=timeout + 6)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    assert time.monotonic() - start < timeout + 5
+    assert parent.returncode in (1, 2)
+    doc = report(out)
+    assert doc["status"] in ("fail", "timeout", "error")
+    time.sleep(0.2)
+    left = [k.pid for k in kids if psutil.pid_exists(k.pid) and k.status() != psutil.STATUS_ZOMBIE]
+    assert not left

@@ -80,6 +80,7 @@ class RankRun:
         self.phase = "rendezvous"
         self.recorder = report_mod.Recorder()
         self.final_lock = threading.Lock()
+        self.final_code: int | None = None
         self.store = None
         self.monitor = None
         self.fps: list[dict[str, Any]] = []
@@ -617,6 +618,7 @@ class RankRun:
                 except Exception:
                     pass
             self.render(runs)
+            self.final_code = code
             return code
 
     def render(self, runs) -> None:
@@ -636,6 +638,8 @@ class RankRun:
             return 2
         if not self.final_lock.acquire(timeout=1.5):
             return 2
+        if self.final_code is not None:  # the report is out: the bound came just after it
+            return self.final_code
         phase = self.phase
         check_id = PHASE_CHECK.get(phase, "nccl-test.init")
         timeout = Finding(Status.TIMEOUT, f"{phase} did not finish within the {self.args.timeout:g} s bound",

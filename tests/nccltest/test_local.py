@@ -86,13 +86,14 @@ def test_local_with_a_frozen_child_ends_at_the_bound_and_kills_its_children():
         assert len(kids) == 2
         time.sleep(4)  # into the collectives (start-up and import included)
         os.kill(kids[-1].pid, signal.SIGSTOP)
-        out, _err = parent.communicate(timeout=timeout + 6)
+        out, err = parent.communicate(timeout=timeout + 6)
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
     assert time.monotonic() - start < timeout + 5
-    assert parent.returncode in (1, 2)
+    assert parent.returncode in (1, 2), err
+    assert out.strip(), err
     doc = report(out)
     assert doc["status"] in ("fail", "timeout", "error")
     time.sleep(0.2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import hmac
+import queue
 import socket
 import threading
 import time
@@ -101,25 +102,38 @@ def probe(rank: int, address: str, port: int, token: str, my_rank: int, timeout:
     return "rejected" if reply[:1] == ["NO"] else "no answer"
 
 
-def probe_all(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, timeout: float) -> dict[int, str]:
-    """Connect to every peer at once; a peer whose probe has not finished by the timeout (plus a
-    little) counts as 'timeout'."""
+def probe_seconds(peers: int, timeout: float, parallel: int = 64) -> float:
+    """The most probe_all can take for this many peers."""
+    rounds = -(-peers // parallel) if peers > 0 else 0
+    return rounds * (timeout + 0.2) + 0.5
+
+
+def probe_all(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, timeout: float,
+              parallel: int = 64) -> dict[int, str]:
+    """Connect to every peer, `parallel` at a time (a 1000-rank job must not open 1000 sockets
+    per rank at once); a peer not probed by the end of the time budget counts as 'timeout'."""
+    todo = queue.SimpleQueue()
+    others = [r for r in peers if r != my_rank]
+    for rank in others:
+        todo.put(rank)
     results: dict[int, str] = {}
-    threads = []
-    for rank, (address, port) in peers.items():
-        if rank == my_rank:
-            continue
 
-        def work(r=rank, a=address, p=port):
-            results[r] = probe(r, a, p, token, my_rank, timeout)
+    def work() -> None:
+        while True:
+            try:
+                rank = todo.get_nowait()
+            except queue.Empty:
+                return
+            address, port = peers[rank]
+            results[rank] = probe(rank, address, port, token, my_rank, timeout)
 
-        thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        threads.append(thread)
-    end = time.monotonic() + timeout + 0.5
-    for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
-    return {r: results.get(r, "timeout") for r in peers if r != my_rank}
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(min(parallel, len(others)))]
+    for worker in workers:
+        worker.start()
+    end = time.monotonic() + probe_seconds(len(others), timeout, parallel)
+    for worker in workers:
+        worker.join(max(0.0, end - time.monotonic()))
+    return {r: results.get(r, "timeout") for r in others}
 
 
 def blocked_pairs(rows: Mapping[int, Mapping[int, str]]) -> list[tuple[int, int, str]]:

@@ -348,7 +348,8 @@ class RankRun:
         peers = {int(r): tuple(v) for r, v in plan["peers"].items()}
         rows: dict[int, dict[int, str]] = {0: mesh.probe_all(peers, plan["token"], 0, plan["probe_timeout"])}
         missing = self.wait_keys(self.store, [f"mesh/{r}" for r in range(1, self.world)],
-                                 min(self.phase_deadline(), time.monotonic() + plan["probe_timeout"] + 5))
+                                 min(self.phase_deadline(), time.monotonic() + 5 + mesh.probe_seconds(
+                                     self.world - 1, plan["probe_timeout"])))
         for r in range(1, self.world):
             if f"mesh/{r}" not in missing:
                 rows[r] = {int(k): v for k, v in json.loads(self.store.get(f"mesh/{r}")).items()}

@@ -51,3 +51,16 @@ def test_probe_all_and_matrix():
     assert table["columns"] == ["from \\ to", "0", "1", "2"]
     assert table["rows"][0] == ["0 a", "-", "ok", "refused"]
     assert table["rows"][2] == ["2 b", "?", "?", "-"]
+
+
+def test_probe_all_bounds_its_parallelism_and_still_covers_every_peer():
+    listener = mesh.Listener("127.0.0.1", rank=1)
+    try:
+        listener.set_token("tok")
+        # ten "peers" that are all the same listener; only rank 1's answer matches
+        peers = {r: ("127.0.0.1", listener.port) for r in range(11)}
+        row = mesh.probe_all(peers, "tok", 0, timeout=2, parallel=3)
+    finally:
+        listener.close()
+    assert sorted(row) == list(range(1, 11))
+    assert row[1] == "ok" and {row[r] for r in range(2, 11)} == {"wrong peer"}

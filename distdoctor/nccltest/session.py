@@ -303,13 +303,19 @@ class RankRun:
                and f.get("hostname_addrs") and all(a.startswith("127.") or a == "::1" for a in f["hostname_addrs"])]
         if not bad or len({f["host"] for f in self.fps}) == 1 and len({f.get("address") for f in self.fps}) == 1:
             return None
-        names = sorted({f["interface"] for f in self.fps if f.get("interface")})
+        per_host = {f"{f['host']} ({f.get('address')})": f["interface"] for f in self.fps if f.get("interface")}
+        names = sorted(set(per_host.values()))
+        # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
+        # per node, not the union NCCL_SOCKET_IFNAME would take.
+        value = names[0] if len(names) == 1 else "<this node's interface>   # " + ", ".join(
+            f"{i} on {h}" for h, i in sorted(per_host.items()))
+        if len(names) == 1:
+            value += "   # or map the hostname to the node's real address in /etc/hosts"
         return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "
                     f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
                     explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
                     "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
-                    fix=f"export GLOO_SOCKET_IFNAME={','.join(names) or '<interface>'}   # or map the hostname "
-                    "to the node's real address in /etc/hosts")
+                    fix=f"export GLOO_SOCKET_IFNAME={value if names else '<interface>'}")
 
     def lead_tests(self, fp: dict[str, Any], listener) -> int:
         backend, notes = self.choose_backend()
@@ -320,7 +326,7 @@ class RankRun:
         token = secrets.token_hex(16)
         probe_timeout = min(3.0, max(0.5, self.left() / 4))
         plan = {"go": True, "backend": backend, "mesh": bool(do_mesh and listener), "token": token,
-                "probe_timeout": probe_timeout, "collectives": blocker is None,
+                "probe_timeout": probe_timeout,
                 "peers": {str(f["rank"]): [f.get("address") or "", f.get("mesh_port") or 0] for f in self.fps}}
         self.store.set("plan", json.dumps(plan))
         go = blocker is None

@@ -554,8 +554,9 @@ class RankRun:
         self.log(f"rendezvous at {e.addr}:{e.port} ({e.addr_why})")
         why = wait_for_port(e.addr, e.port, self.phase_deadline())
         if why:
+            home = expected_rank_hosts(self.host.env).get(0)
             self.say(f"cannot reach the rendezvous at {e.addr}:{e.port} ({e.addr_why}) within "
-                     f"{self.args.timeout:g} s: {why}")
+                     f"{self.args.timeout:g} s: {why}" + (f"; rank 0 should run on {home}" if home else ""))
             return 2
         try:
             self.store = self.tcpstore(e.addr, False, self.left())

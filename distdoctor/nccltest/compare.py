@@ -67,6 +67,38 @@ def _describe(groups: "OrderedDict[Any, list[dict]]") -> str:
     return "; ".join(parts)
 
 
+def _version_fix(key: str, groups: "OrderedDict[Any, list[dict]]") -> str:
+    majority = max(groups, key=lambda v: len(groups[v]))
+    if key == "torch" and majority:
+        return f"pip install torch=={majority}   # on the nodes that differ, or run every node from one image"
+    return f"# install the same {key} on every node ({majority} on most ranks), e.g. one container image"
+
+
+def _env_fix(name: str, groups: "OrderedDict[Any, list[dict]]") -> str:
+    values = [v for v in groups if v is not None]
+    if len(values) == 1:
+        return (f"export {name}={values[0]}   # for every rank, before srun/mpirun (mpirun -x {name}); "
+                f"or unset it where it is set")
+    return f"export {name}=<one value>   # for every rank, before srun/mpirun (mpirun -x {name})"
+
+
+def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
+    """*_SOCKET_IFNAME set on every rank to a value that selects that rank's own interface:
+    differing values are then the right thing on nodes whose interfaces are named differently."""
+    if name not in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        return False
+    for fp in fps:
+        value = (fp.get("env") or {}).get(name)
+        own = fp.get("interface") or ""
+        if not value or not own or value.startswith("^"):
+            return False
+        exact = name == "GLOO_SOCKET_IFNAME" or value.startswith("=")
+        names = [n.strip() for n in value.lstrip("=").split(",") if n.strip()]
+        if not any(own == n if exact else own.startswith(n) for n in names):
+            return False
+    return True
+
+
 def ifname_covering(names: Iterable[str]) -> str:
     """The NCCL_SOCKET_IFNAME value that selects exactly these names on every node."""
     return "=" + ",".join(sorted(set(names)))
@@ -78,8 +110,7 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
         groups = _groups(fps, lambda fp, k=key: fp.get(k))
         if len(groups) > 1:
             findings.append(make(f"{label} differ between ranks: {_describe(groups)}", subject=key,
-                                 explanation=why, fix="install the same software on every node (same image or "
-                                 "environment), then run nccl-test again",
+                                 explanation=why, fix=_version_fix(key, groups),
                                  evidence={key: {str(fp["rank"]): fp.get(key) for fp in fps}}))
 
     by_node = _groups(fps, node_key)
@@ -87,7 +118,7 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     if len([g for g in gpu_models if g]) > 1:
         findings.append(warn(f"different GPU models: {_describe(gpu_models)}", subject="gpu_name",
                              explanation="NCCL runs at the speed of the slowest GPU; mixed models are "
-                             "usually a scheduling mistake", fix="request one GPU type, e.g. --gres=gpu:<type>:N"))
+                             "usually a scheduling mistake", fix="srun --gres=gpu:<type>:<count> ...   # request one GPU type"))
     counts = {node: members[0].get("gpu_count", 0) for node, members in by_node.items()}
     if len(set(counts.values())) > 1:
         findings.append(warn("different GPU counts per node: " + ", ".join(f"{n}: {c}" for n, c in counts.items()),
@@ -101,8 +132,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
             findings.append(fail(f"ranks {rank_ranges(m['rank'] for m in members)} on {node} use the same GPU "
                                  f"{uuid}", subject=node,
                                  explanation="NCCL refuses two ranks on one GPU ('Duplicate GPU detected')",
-                                 fix="give each rank its own GPU: torch.cuda.set_device(LOCAL_RANK), and check "
-                                 "LOCAL_RANK and CUDA_VISIBLE_DEVICES"))
+                                 fix="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # in the training "
+                                 "script, and give every rank of a node the same CUDA_VISIBLE_DEVICES"))
 
     iface_by_node = {node: sorted({m.get("interface") for m in members if m.get("interface")})
                      for node, members in by_node.items()}
@@ -119,14 +150,13 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     env_keys = sorted({k for fp in fps for k in (fp.get("env") or {})})
     for name in env_keys:
         groups = _groups(fps, lambda fp, n=name: (fp.get("env") or {}).get(n))
-        if len(groups) > 1:
+        if len(groups) > 1 and not _per_node_ifname(name, fps):
             findings.append(warn(f"{name} differs between ranks: {_describe(groups)}", subject=name,
                                  evidence={name: {str(fp["rank"]): (fp.get("env") or {}).get(name) for fp in fps}},
                                  explanation="NCCL and gloo settings should be the same on every rank; a "
                                  "setting present on only some nodes usually comes from a per-node profile "
                                  "or a job script that exports it on one host",
-                                 fix=f"set {name} the same way for every rank (export it before srun/mpirun, or "
-                                 "pass it with mpirun -x)"))
+                                 fix=_env_fix(name, groups)))
     if not findings:
         findings.append(ok(f"{len(fps)} ranks on {len(by_node)} host{'s' if len(by_node) != 1 else ''} agree on "
                            "versions, GPUs, interfaces and NCCL/gloo settings"))

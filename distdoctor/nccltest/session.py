@@ -293,7 +293,7 @@ class RankRun:
             notes.append(warn(f"only ranks {compare.rank_ranges(f['rank'] for f in self.fps if f.get('cuda_available'))}"
                               " have CUDA and NCCL: testing with gloo",
                               explanation="a NCCL job would fail on the ranks without a GPU",
-                              fix="check the GPU driver and CUDA_VISIBLE_DEVICES on the other ranks"))
+                              fix="nvidia-smi; echo $CUDA_VISIBLE_DEVICES   # on the ranks without CUDA"))
         return "gloo", notes
 
     def gloo_address_problem(self) -> Finding | None:
@@ -373,8 +373,9 @@ class RankRun:
                 explanation="NCCL and gloo open connections between every pair of ranks on random ports "
                 "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
                 "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them",
-                fix="allow TCP between the nodes on all ports (e.g. nft add rule inet filter input ip saddr "
-                    "<cluster subnet> accept), or pick an interface both sides can reach with NCCL_SOCKET_IFNAME"))
+                fix="nft add rule inet filter input ip saddr <cluster subnet> accept   # on every node: allow "
+                    "TCP between the nodes on all ports\n"
+                    "# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=<interface>"))
         if missing:
             gone = [int(k.split("/")[1]) for k in missing]
             findings.append(fail(f"rank{'s' if len(gone) > 1 else ''} {compare.rank_ranges(gone)} did not report "

@@ -58,3 +58,21 @@ def test_helpers():
     assert ifname_covering(["eth0", "ib0", "eth0"]) == "=eth0,ib0"
     table = fingerprint_table(job())
     assert table["columns"][0] == "rank" and [r[0] for r in table["rows"]] == [0, 1, 2, 3]
+
+
+def test_socket_ifname_naming_each_nodes_own_interface_is_not_a_difference():
+    per_node = job(r0={"env": {"GLOO_SOCKET_IFNAME": "ens5"}}, r1={"env": {"GLOO_SOCKET_IFNAME": "ens5"}},
+                   r2={"interface": "ens14f0", "env": {"GLOO_SOCKET_IFNAME": "ens14f0"}},
+                   r3={"interface": "ens14f0", "env": {"GLOO_SOCKET_IFNAME": "ens14f0"}})
+    assert "GLOO_SOCKET_IFNAME" not in {f.subject for f in compare(per_node)}
+    wrong = job(r0={"env": {"NCCL_SOCKET_IFNAME": "ens"}}, r1={"env": {"NCCL_SOCKET_IFNAME": "ens"}},
+                r2={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}},
+                r3={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}})
+    (finding,) = [f for f in compare(wrong) if f.subject == "NCCL_SOCKET_IFNAME"]
+    assert finding.fix.startswith("export NCCL_SOCKET_IFNAME=<one value>")
+
+
+def test_fixes_are_ready_to_paste():
+    findings = {f.subject: f for f in compare(job(r3={"torch": "2.2.1", "env": {"NCCL_IB_DISABLE": "1"}}))}
+    assert findings["torch"].fix.startswith("pip install torch==2.3.0")
+    assert findings["NCCL_IB_DISABLE"].fix.startswith("export NCCL_IB_DISABLE=1")

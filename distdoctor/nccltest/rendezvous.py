@@ -37,6 +37,8 @@ class Identity:
     job_id: str = ""
     step_id: str = ""
     local_world_size: int | None = None
+    kind: str = ""  # RunContext.kind, as `check` reports it (slurm-step, mpirun, torchrun, env)
+    node_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def identity(env: Mapping[str, str]) -> Identity:
     local_rank = ctx.local_rank if ctx.local_rank is not None else 0
     return Identity(ctx.rank, ctx.world_size, local_rank, launcher,
                     "distdoctor nccl-test --local" if launcher == "local" else ctx.description,
-                    ctx.job_id, ctx.step_id, ctx.local_world_size)
+                    ctx.job_id, ctx.step_id, ctx.local_world_size, ctx.kind, ctx.node_rank)
 
 
 def step_hosts(env: Mapping[str, str]) -> list[str]:

@@ -631,8 +631,8 @@ class RankRun:
             return code
 
     def render(self, runs) -> None:
-        context = RunContext(self.ident.launcher, self.ident.description, self.ident.launcher, self.rank,
-                             self.ident.local_rank, self.world, self.ident.local_world_size, None,
+        context = RunContext(self.ident.kind, self.ident.description, self.ident.launcher, self.rank,
+                             self.ident.local_rank, self.world, self.ident.local_world_size, self.ident.node_rank,
                              self.ident.job_id, self.ident.step_id)
         report = report_mod.build(runs, self.host.hostname(), context, self.started_wall,
                                   time.monotonic() - self.started)

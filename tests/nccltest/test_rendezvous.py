@@ -22,6 +22,7 @@ def test_srun_task_identity_and_derived_endpoint():
     env = labelled_env("srun_N2_env_labelled.txt", "1:")
     ident = identity(env)
     assert (ident.rank, ident.world_size, ident.local_rank, ident.launcher) == (1, 2, 0, "srun")
+    assert (ident.kind, ident.node_rank, ident.job_id, ident.step_id) == ("slurm-step", 1, "2", "0")
     where = endpoint(env, ident)
     assert where.addr == "node1" and "first host" in where.addr_why
     assert PORT_BASE <= where.port < PORT_BASE + PORT_SPAN

@@ -19,9 +19,9 @@ def test_world_size_larger_than_launched_names_the_missing_rank():
     require_torch()
     port = free_port()
     with Ranks() as ranks:
-        ranks.start(["--timeout", "12", "--json"], rank_env(0, 3, port))
-        ranks.start(["--timeout", "12"], rank_env(1, 3, port))
-        (rc0, out0, err0), (rc1, _out1, err1) = ranks.finish(12 + MARGIN)
+        ranks.start(["--timeout", "8", "--json"], rank_env(0, 3, port))
+        ranks.start(["--timeout", "8"], rank_env(1, 3, port))
+        (rc0, out0, err0), (rc1, _out1, err1) = ranks.finish(8 + MARGIN)
     doc = report(out0)
     assert rc0 == 1 and rc1 == 1, (err0, err1)
     assert statuses(doc)["nccl-test.rendezvous"] == "fail"
@@ -43,7 +43,7 @@ def test_rank_killed_or_frozen_in_the_middle_is_named(how):
     bound that rank 1 stopped responding, instead of hanging in the collective."""
     require_torch()
     port = free_port()
-    timeout = 20
+    timeout = 15
     args = ["--timeout", str(timeout), "--bench", "-b", "1M", "-e", "64M", "-f", "2", "--iters", "20"]
     with Ranks() as ranks:
         lead = ranks.start([*args, "--json"], rank_env(0, 2, port))
@@ -71,9 +71,9 @@ def test_unresolvable_master_addr_is_named_by_every_rank():
     require_torch()
     port = free_port()
     with Ranks() as ranks:
-        ranks.start(["--timeout", "10", "--json"], rank_env(0, 2, port, addr="no-such-host.invalid"))
-        ranks.start(["--timeout", "10"], rank_env(1, 2, port, addr="no-such-host.invalid"))
-        (rc0, out0, _), (rc1, _, err1) = ranks.finish(10 + MARGIN)
+        ranks.start(["--timeout", "7", "--json"], rank_env(0, 2, port, addr="no-such-host.invalid"))
+        ranks.start(["--timeout", "7"], rank_env(1, 2, port, addr="no-such-host.invalid"))
+        (rc0, out0, _), (rc1, _, err1) = ranks.finish(7 + MARGIN)
     doc = report(out0)
     assert rc0 == 1 and rc1 == 2
     launch = checks(doc)["nccl-test.launch"]

@@ -73,7 +73,7 @@ def test_local_with_a_frozen_child_ends_at_the_bound_and_kills_its_children():
     import os
     import signal
 
-    timeout = 12
+    timeout = 10
     start = time.monotonic()
     parent = subprocess.Popen([*distdoctor_argv(), "nccl-test", "--local", "3", "--timeout", str(timeout), "--json",
                                "--bench", "-b", "1M", "-e", "64M", "-f", "2", "--iters", "30"],

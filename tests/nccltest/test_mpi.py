@@ -51,7 +51,7 @@ def test_mpirun_reports_a_rank_that_looks_elsewhere():
     require_torch()
     apt.ensure("openmpi-bin")
     exe = shutil.which("mpirun.openmpi") or "mpirun"
-    cmd = [*distdoctor_argv(), "nccl-test", "--timeout", "10", "--json"]
+    cmd = [*distdoctor_argv(), "nccl-test", "--timeout", "7", "--json"]
     port = free_port()
     proc = subprocess.run([exe, "--allow-run-as-root", "-np", "1", "-x", f"MASTER_PORT={port}", *cmd, ":",
                            "-np", "1", "-x", f"MASTER_PORT={port + 1}", *cmd],

@@ -14,7 +14,7 @@ from tests.nccltest.ranks import Ranks, checks, rank_env, report, require_torch,
 
 pytestmark = pytest.mark.slow
 MARGIN = 4.0
-TIMEOUT = 12
+TIMEOUT = 9
 SUBNET = f"10.84.{os.getpid() % 250 + 1}"
 PORT = 29400
 

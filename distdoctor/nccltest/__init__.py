@@ -123,6 +123,11 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
         print(f"distdoctor nccl-test: rank {ident.rank}: internal error: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         code = EXIT_ERROR
+        if ident.rank == 0:
+            try:
+                code = max(session.crash(exc), EXIT_ERROR)
+            except Exception:
+                pass
     watchdog.cancel()
     if children is not None and code == 0:
         codes = children.wait(min(time.monotonic() + 2.0, deadline + FOLLOWER_GRACE_S))

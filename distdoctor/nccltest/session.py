@@ -284,9 +284,9 @@ class RankRun:
 
     def choose_backend(self) -> tuple[str, list[Finding]]:
         notes: list[Finding] = []
+        cuda = [f.get("cuda_available") and f.get("nccl") for f in self.fps]
         if self.args.backend:
             return self.args.backend, notes
-        cuda = [f.get("cuda_available") and f.get("nccl") for f in self.fps]
         if all(cuda):
             return "nccl", notes
         if any(cuda):
@@ -295,6 +295,19 @@ class RankRun:
                               explanation="a NCCL job would fail on the ranks without a GPU",
                               fix="nvidia-smi; echo $CUDA_VISIBLE_DEVICES   # on the ranks without CUDA"))
         return "gloo", notes
+
+    def nccl_missing(self) -> Finding | None:
+        without = [f for f in self.fps if not (f.get("cuda_available") and f.get("nccl"))]
+        if not without:
+            return None
+        builds = sorted({f"torch {f.get('torch')}" + (f" ({f['cuda_error']})" if f.get("cuda_error") else "")
+                         for f in without})
+        return fail(f"--backend nccl, but rank{'s' if len(without) > 1 else ''} "
+                    f"{compare.rank_ranges(f['rank'] for f in without)} have no usable CUDA GPU with NCCL: "
+                    + "; ".join(builds),
+                    explanation="NCCL needs a CUDA build of torch and a visible GPU on every rank",
+                    fix="nvidia-smi; python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'"
+                        "   # on those ranks; or run with --backend gloo")
 
     def gloo_address_problem(self) -> Finding | None:
         """gloo binds to the address the hostname resolves to unless GLOO_SOCKET_IFNAME is set; on a
@@ -322,7 +335,7 @@ class RankRun:
         self.recorder.extra["backend"] = backend
         spans = len({(f["host"], f.get("boot_id")) for f in self.fps}) > 1 or len({f.get("address") for f in self.fps}) > 1
         do_mesh = spans if self.args.mesh is None else self.args.mesh
-        blocker = self.gloo_address_problem() if backend == "gloo" else None
+        blocker = self.gloo_address_problem() if backend == "gloo" else self.nccl_missing()
         token = secrets.token_hex(16)
         probe_timeout = min(3.0, max(0.5, self.left() / 4))
         plan = {"go": True, "backend": backend, "mesh": bool(do_mesh and listener), "token": token,
@@ -498,14 +511,14 @@ class RankRun:
         results: list[collectives.OpResult] = []
         device = torch.device("cpu")
         sync = lambda: None  # noqa: E731
-        if backend == "nccl":
-            device = torch.device("cuda", self.ident.local_rank)
-            torch.cuda.set_device(device)
-            sync = torch.cuda.synchronize
         self.set_phase("init")
         started = time.monotonic()
         timeout = datetime.timedelta(seconds=self.left())
         try:
+            if backend == "nccl":
+                device = torch.device("cuda", self.ident.local_rank)
+                torch.cuda.set_device(device)
+                sync = torch.cuda.synchronize
             kwargs = {"device_id": device} if backend == "nccl" else {}
             dist.init_process_group(backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
                                     world_size=self.world, timeout=timeout, **kwargs)
@@ -638,6 +651,18 @@ class RankRun:
                                   time.monotonic() - self.started)
         report_mod.emit(report_mod.render(report, self.args.format, self.args.verbose,
                                           {"nccl_test": self.recorder.extra}))
+
+    def crash(self, exc: BaseException) -> int:
+        """Rank 0 hit a bug: report what is known, with the error under the step it was in."""
+        with self.final_lock:
+            if self.final_code is not None:
+                return self.final_code
+        check_id = PHASE_CHECK.get(self.phase, "nccl-test.init")
+        self.recorder.add(check_id, [Finding(Status.ERROR, f"distdoctor failed in {self.phase}: "
+                                             f"{collectives.first_line(exc)}",
+                                             fix="distdoctor nccl-test -v   # and report this as a distdoctor bug")],
+                          status=Status.ERROR)
+        return self.finish("not run: distdoctor failed before it")
 
     def last_words(self) -> int:
         """The watchdog's: what is known at the deadline."""

@@ -99,3 +99,18 @@ def test_local_with_a_frozen_child_ends_at_the_bound_and_kills_its_children():
     time.sleep(0.2)
     left = [k.pid for k in kids if psutil.pid_exists(k.pid) and k.status() != psutil.STATUS_ZOMBIE]
     assert not left
+
+
+def test_forcing_nccl_without_a_gpu_is_a_finding_not_a_crash():
+    require_torch()
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the nccl path would run")
+    proc, _ = run_local("--local", "2", "--backend", "nccl", "--timeout", "30", "--json")
+    doc = report(proc.stdout)
+    assert proc.returncode == 1, proc.stderr
+    init = checks(doc)["nccl-test.init"]
+    assert init["status"] == "fail"
+    assert "--backend nccl, but ranks 0-1 have no usable CUDA GPU with NCCL" in init["findings"][0]["summary"]
+    assert "internal error" not in proc.stderr

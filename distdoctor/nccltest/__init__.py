@@ -27,7 +27,28 @@ INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python 
                 "(or use the Python environment your training jobs run in)")
 
 
+DESCRIPTION = """\
+A tiny all_reduce across every rank of a job that always ends within --timeout, names the
+ranks and hosts that never arrived or cannot reach each other, and compares what every rank sees.
+
+  srun -N2 --ntasks-per-node=4 distdoctor nccl-test
+  mpirun -np 8 -x MASTER_ADDR=node1 distdoctor nccl-test
+  python -m torch.distributed.run --nproc-per-node=4 -m distdoctor nccl-test
+  distdoctor nccl-test --local 2
+"""
+EPILOG = """\
+exit codes (every rank returns rank 0's):
+  0   passed (warnings allowed)
+  1   a check failed
+  2   incomplete: a step hit the time bound or distdoctor failed
+  64  usage error, or not started by a launcher (use --local N)
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="bound for the whole test in seconds; every rank ends within it (default 60)")
     parser.add_argument("--local", type=int, default=0, metavar="N",

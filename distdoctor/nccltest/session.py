@@ -579,6 +579,14 @@ class RankRun:
             self.say(f"cannot join the rendezvous store at {e.addr}:{e.port}: {collectives.first_line(exc)}")
             return 2
         threading.Thread(target=self.heartbeat, daemon=True, name="nccl-test-heartbeat").start()
+        try:
+            return self.follow_plan(fp, listener)
+        except self.torch.distributed.DistError as exc:  # rank 0 went away mid-protocol
+            self.say(f"lost the connection to rank 0 at {e.addr}:{e.port} in {self.phase}: "
+                     f"{collectives.first_line(exc)}")
+            return 2
+
+    def follow_plan(self, fp: dict[str, Any], listener) -> int:
         self.store.set(f"fp/{self.rank}", json.dumps(fp))
         # Rank 0 decides at its own phase deadline at the latest; wait past that for its word.
         plan = self.get_json(self.store, "plan", self.deadline + 1.0)

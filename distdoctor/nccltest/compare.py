@@ -135,6 +135,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
                                  fix="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # in the training "
                                  "script, and give every rank of a node the same CUDA_VISIBLE_DEVICES"))
 
+    findings.extend(_gpu_visibility(fps, by_node))
+
     iface_by_node = {node: sorted({m.get("interface") for m in members if m.get("interface")})
                      for node, members in by_node.items()}
     names = {n for names in iface_by_node.values() for n in names}
@@ -160,6 +162,37 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     if not findings:
         findings.append(ok(f"{len(fps)} ranks on {len(by_node)} host{'s' if len(by_node) != 1 else ''} agree on "
                            "versions, GPUs, interfaces and NCCL/gloo settings"))
+    return findings
+
+
+def _gpu_visibility(fps: Sequence[dict[str, Any]], by_node: "OrderedDict[Any, list[dict]]") -> list[Finding]:
+    """The per-rank CUDA_VISIBLE_DEVICES mistakes: a local rank beyond the GPUs it can see
+    ('invalid device ordinal'), and one GPU per rank, which keeps NCCL from CUDA IPC/P2P."""
+    findings: list[Finding] = []
+    beyond = [fp for fp in fps if fp.get("cuda_available") and fp.get("local_rank", 0) >= fp.get("gpu_count", 0)]
+    if beyond:
+        findings.append(fail(
+            f"rank{'s' if len(beyond) > 1 else ''} {rank_ranges(fp['rank'] for fp in beyond)} would use GPU "
+            f"{', '.join(sorted({str(fp.get('local_rank')) for fp in beyond}))} (its local rank) but see only "
+            f"{', '.join(sorted({str(fp.get('gpu_count')) for fp in beyond}))} GPU(s)",
+            subject="local_rank", explanation="cuda:<local rank> does not exist there: 'invalid device ordinal'. "
+            "Usually CUDA_VISIBLE_DEVICES is narrowed per rank (or --gpu-bind=per_task:1) while the script "
+            "still selects the GPU by local rank",
+            fix="unset CUDA_VISIBLE_DEVICES   # per rank; show a node's GPUs to all its ranks and call "
+                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))",
+            evidence={"ranks": {str(fp["rank"]): {"local_rank": fp.get("local_rank"), "gpu_count": fp.get("gpu_count"),
+                                                  "cuda_visible_devices": fp.get("cuda_visible_devices")}
+                                for fp in beyond}}))
+    for node, members in by_node.items():
+        single = [m for m in members if m.get("cuda_available") and m.get("gpu_count") == 1]
+        visible = {m.get("cuda_visible_devices") for m in single}
+        if len(single) > 1 and len(single) == len(members) and len(visible) == len(single):
+            findings.append(warn(
+                f"each of the {len(single)} ranks on {node} sees one GPU (CUDA_VISIBLE_DEVICES "
+                f"{', '.join(str(v) for v in sorted(visible, key=str))})", subject=node,
+                explanation="ranks that cannot see each other's GPUs cannot use CUDA IPC or P2P: NCCL falls back "
+                "to slower paths or fails with 'unhandled system error'",
+                fix="unset CUDA_VISIBLE_DEVICES   # per rank; torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"))
     return findings
 
 

@@ -76,3 +76,17 @@ def test_fixes_are_ready_to_paste():
     findings = {f.subject: f for f in compare(job(r3={"torch": "2.2.1", "env": {"NCCL_IB_DISABLE": "1"}}))}
     assert findings["torch"].fix.startswith("pip install torch==2.3.0")
     assert findings["NCCL_IB_DISABLE"].fix.startswith("export NCCL_IB_DISABLE=1")
+
+
+def test_cuda_visible_devices_narrowed_per_rank():
+    """CUDA_VISIBLE_DEVICES=$LOCAL_RANK: every rank sees one GPU, so local rank 1 has no cuda:1."""
+    fps = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, gpu_count=1, cuda_visible_devices=str(r % 2),
+              gpu_uuid=f"GPU-{r}") for r in range(4)]
+    findings = {f.subject: f for f in compare(fps)}
+    beyond = findings["local_rank"]
+    assert beyond.status is Status.FAIL and beyond.summary.startswith("ranks 1,3 would use GPU 1")
+    assert findings["n1"].status is Status.WARN and "each of the 2 ranks on n1 sees one GPU" in findings["n1"].summary
+    # all GPUs visible to every rank: neither finding
+    healthy = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, gpu_count=2, cuda_visible_devices="0,1")
+               for r in range(4)]
+    assert {"local_rank", "n1", "n2"}.isdisjoint(f.subject for f in compare(healthy))

@@ -1,19 +1,157 @@
 """`distdoctor nccl-test`: a tiny all_reduce across every rank that never hangs.
 
+    srun -N2 --ntasks-per-node=4 distdoctor nccl-test
+    mpirun -np 8 distdoctor nccl-test          torchrun --nproc-per-node=4 -m distdoctor nccl-test
+    distdoctor nccl-test --local 2
+
 torch is imported only inside this package's run path, never by `distdoctor check`.
+Modules: rendezvous (who am I, where do we meet), interface (which address), fingerprint,
+compare (cross-rank), mesh (pairwise TCP), collectives, bench, session (one rank's protocol),
+report, watchdog (the outer bound), local (--local N).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import sys
+import time
+
+EXIT_ERROR = 2
+EXIT_USAGE = 64
+# Followers wait this much past rank 0's bound, so that rank 0 reports first.
+FOLLOWER_GRACE_S = 2.0
+INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python ({python}).\n"
+                "Install it with:  pip install 'distdoctor[torch]'\n"
+                "(or use the Python environment your training jobs run in)")
+
+
+DESCRIPTION = """\
+A tiny all_reduce across every rank of a job that always ends within --timeout, names the
+ranks and hosts that never arrived or cannot reach each other, and compares what every rank sees.
+
+  srun -N2 --ntasks-per-node=4 distdoctor nccl-test
+  mpirun -np 8 -x MASTER_ADDR=node1 distdoctor nccl-test
+  python -m torch.distributed.run --nproc-per-node=4 -m distdoctor nccl-test
+  distdoctor nccl-test --local 2
+"""
+EPILOG = """\
+exit codes (every rank returns rank 0's):
+  0   passed (warnings allowed)
+  1   a check failed
+  2   incomplete: a step hit the time bound or distdoctor failed
+  64  usage error, or not started by a launcher (use --local N)
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=60.0, help="bound for the whole test, in seconds")
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="bound for the whole test in seconds; every rank ends within it (default 60)")
+    parser.add_argument("--local", type=int, default=0, metavar="N",
+                        help="start N ranks on this machine (no launcher needed)")
+    parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                        help="force a backend (default: nccl when every rank has CUDA, else gloo)")
+    parser.add_argument("--mesh", action=argparse.BooleanOptionalAction, default=None,
+                        help="check TCP between every pair of ranks first (default: on when the job spans hosts)")
+    parser.add_argument("--bench", action="store_true", help="all_reduce message-size sweep (like nccl-tests)")
+    parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
+    parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")
+    parser.add_argument("-f", "--stepfactor", type=int, default=4, help="--bench: size multiplier (default 4)")
+    parser.add_argument("--iters", type=int, default=5, help="--bench: timed iterations per size (default 5)")
+    parser.add_argument("--format", choices=("console", "json"), default="console")
+    parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="every rank logs its progress to stderr; OK findings in full")
+
+
+def _validate(args: argparse.Namespace) -> str:
+    from distdoctor.nccltest import bench
+
+    if not args.timeout > 0:
+        return "--timeout must be positive"
+    if args.local < 0:
+        return "--local needs a number of ranks"
+    if args.iters < 1:
+        return "--iters must be at least 1"
+    try:
+        args.bench_sizes = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes),
+                                       args.stepfactor)
+    except ValueError as exc:
+        return f"bench sizes: {exc}"
+    return ""
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
+    started, started_wall = time.monotonic(), time.time()
+    problem = _validate(args)
+    if problem:
+        print(f"distdoctor nccl-test: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if importlib.util.find_spec("torch") is None:
+        print(INSTALL_HINT.format(python=sys.executable), file=sys.stderr)
+        return EXIT_ERROR
 
-    print("distdoctor nccl-test is not available in this build yet", file=sys.stderr)
-    return 2
+    from distdoctor.host import Host
+    from distdoctor.nccltest import local as local_mod
+    from distdoctor.nccltest.rendezvous import RendezvousError, endpoint, identity
+
+    host = Host()
+    children = None
+    if args.local:
+        port = local_mod.free_port()
+        children = local_mod.Children(local_mod.forwarded_argv(args), host.env, args.local, port)
+        host = Host(env=local_mod.child_env(host.env, 0, args.local, port))
+    try:
+        try:
+            ident = identity(host.env)
+            where = endpoint(host.env, ident, os.getppid())
+        except RendezvousError as exc:
+            print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return _run_rank(args, host, ident, where, started, started_wall, children)
+    finally:
+        if children is not None:
+            children.wait(min(time.monotonic() + 1.0, started + args.timeout + FOLLOWER_GRACE_S))
+            children.kill()
+
+
+def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
+    if not args.verbose:
+        # c10d logs every retry and timeout with C++ stack frames; the report says it better.
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
+    try:
+        import torch
+    except Exception as exc:  # installed but broken (missing libraries, ABI mismatch)
+        print(f"distdoctor nccl-test: torch is installed but cannot be imported: {exc}\n"
+              f"{INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)
+        return EXIT_ERROR
+
+    from distdoctor.nccltest.session import RankRun
+    from distdoctor.nccltest.watchdog import Watchdog
+
+    session = RankRun(args, host, ident, where, started, started_wall, torch)
+    deadline = session.deadline + (0.0 if ident.rank == 0 else FOLLOWER_GRACE_S)
+    watchdog = Watchdog(deadline, session.last_words)
+    if children is not None:
+        watchdog.on_exit(children.kill)
+    try:
+        code = session.execute()
+    except Exception as exc:  # a bug here must still end the rank with a clear line and a bound
+        print(f"distdoctor nccl-test: rank {ident.rank}: internal error: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        code = EXIT_ERROR
+        if ident.rank == 0:
+            try:
+                code = max(session.crash(exc), EXIT_ERROR)
+            except Exception:
+                pass
+    watchdog.cancel()
+    if children is not None and code == 0:
+        codes = children.wait(min(time.monotonic() + 2.0, deadline + FOLLOWER_GRACE_S))
+        if any(c != 0 for c in codes):
+            code = EXIT_ERROR
+    return code

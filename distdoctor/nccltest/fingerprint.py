@@ -1,0 +1,85 @@
+"""What one rank publishes about itself before anything collective is tried.
+
+A fingerprint is a flat, JSON-safe dict. Every rank builds its own; rank 0 compares them
+(`compare.py`) and shows them in the report. Nothing here blocks: no subprocess, no GPU probe
+beyond what torch already knows.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from distdoctor import __version__
+from distdoctor.nccltest.interface import Choice
+from distdoctor.nccltest.rendezvous import Identity
+
+# Environment variables that change how NCCL or gloo behave: they should be the same on every
+# rank (NCCL reads the same names from /etc/nccl.conf, which the comparison does not see).
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDA_DEVICE_ORDER", "UCX_",
+                "OMPI_MCA_btl_tcp_if")
+_DRIVER = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?([0-9][0-9.]*)")
+
+
+def driver_version(proc_text: str | None) -> str:
+    """The NVIDIA kernel driver's version from /proc/driver/nvidia/version, '' without one."""
+    match = _DRIVER.search(proc_text or "")
+    return match.group(1) if match else ""
+
+
+def _torch_facts(torch: Any, local_rank: int) -> dict[str, Any]:
+    facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
+                             "cuda_available": False, "gpu_count": 0, "gpu_name": "", "gpu_uuid": "",
+                             "nccl": ""}
+    try:
+        import torch.distributed as dist
+
+        if dist.is_nccl_available():
+            version = torch.cuda.nccl.version()
+            facts["nccl"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+    except Exception:  # a CPU build has no NCCL: leave it empty
+        pass
+    try:
+        if torch.cuda.is_available():
+            facts["cuda_available"] = True
+            facts["gpu_count"] = torch.cuda.device_count()
+            if local_rank < facts["gpu_count"]:
+                props = torch.cuda.get_device_properties(local_rank)
+                facts["gpu_name"] = props.name
+                facts["gpu_uuid"] = str(getattr(props, "uuid", ""))
+    except Exception as exc:  # a broken driver must be reported, not crash the fingerprint
+        facts["cuda_error"] = str(exc)[:300]
+    return facts
+
+
+def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]:
+    env = host.env
+    try:
+        boot_id = (host.read_text("/proc/sys/kernel/random/boot_id") or "").strip()
+    except OSError:
+        boot_id = ""
+    try:
+        driver = driver_version(host.read_text("/proc/driver/nvidia/version"))
+    except OSError:
+        driver = ""
+    try:
+        memlock = host.rlimit("memlock")[0]
+    except (OSError, ValueError):
+        memlock = None
+    shm = host.disk_usage("/dev/shm")
+    fp: dict[str, Any] = {
+        "rank": ident.rank, "local_rank": ident.local_rank, "world_size": ident.world_size,
+        "host": host.hostname(), "boot_id": boot_id, "pid": host.pid(),
+        "interface": choice.name, "address": choice.address,
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        "driver": driver, "python": host.python_version(), "distdoctor": __version__,
+        "memlock_kib": memlock if memlock is None or memlock < 0 else memlock // 1024,
+        "shm_bytes": shm[0] if shm else None,
+        "slurm": {k: env.get(v, "") for k, v in (("job", "SLURM_JOB_ID"), ("step", "SLURM_STEP_ID"),
+                                                  ("node", "SLURMD_NODENAME"), ("node_id", "SLURM_NODEID"))},
+        "env": {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)},
+        "executable": sys.executable,
+    }
+    fp.update(_torch_facts(torch, ident.local_rank))
+    return fp

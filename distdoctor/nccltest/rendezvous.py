@@ -1,0 +1,159 @@
+"""Who this rank is and where the ranks meet: pure functions of the environment.
+
+Every launcher spells rank and world size differently (Slurm, Open MPI, MPICH, torchrun);
+`distdoctor.launch.detect_context` reads them. This module adds what the test needs on top:
+the rendezvous address and port, each with the reason it was chosen, so that the report can
+say "MASTER_ADDR=node1 (first host of SLURM_STEP_NODELIST)" instead of leaving users to guess.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Mapping
+
+from distdoctor import hostlist
+from distdoctor.launch import detect_context
+
+# Derived ports stay below Linux's ephemeral range (32768-60999), so a derived rendezvous
+# port never collides with a socket some other process got from the kernel.
+PORT_BASE = 20000
+PORT_SPAN = 10000
+DEFAULT_PORT = 29500
+
+
+class RendezvousError(ValueError):
+    """The environment does not say enough to start: a usage problem, not a cluster fault."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    rank: int
+    world_size: int
+    local_rank: int
+    launcher: str  # srun, openmpi, mpich, torchrun, env, local
+    description: str
+    job_id: str = ""
+    step_id: str = ""
+    local_world_size: int | None = None
+    kind: str = ""  # RunContext.kind, as `check` reports it (slurm-step, mpirun, torchrun, env)
+    node_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    addr: str
+    port: int
+    addr_why: str
+    port_why: str
+
+
+def identity(env: Mapping[str, str]) -> Identity:
+    ctx = detect_context(env)
+    if ctx.kind in ("slurm-batch", "slurm-allocation"):
+        raise RendezvousError(
+            f"this is the {ctx.description}: nccl-test runs one process per rank. "
+            f"Start it with `srun -N<nodes> --ntasks-per-node=<gpus> distdoctor nccl-test`")
+    if ctx.rank is None or ctx.world_size is None:
+        raise RendezvousError(
+            "cannot tell this process's rank and world size: none of SLURM_PROCID/SLURM_NTASKS (srun), "
+            "OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH) or RANK/WORLD_SIZE (torchrun) "
+            "is set. Run it under srun, mpirun or torchrun, or use `distdoctor nccl-test --local N`")
+    if ctx.world_size < 1 or not 0 <= ctx.rank < ctx.world_size:
+        raise RendezvousError(f"rank {ctx.rank} is outside a world of size {ctx.world_size} "
+                              f"(from {ctx.description})")
+    launcher = {"openmpi": "openmpi", "mpich": "mpich", "srun": "srun", "torchrun": "torchrun"}.get(
+        ctx.launcher, "local" if env.get("DISTDOCTOR_NCCL_TEST_LOCAL") else "env")
+    local_rank = ctx.local_rank if ctx.local_rank is not None else 0
+    return Identity(ctx.rank, ctx.world_size, local_rank, launcher,
+                    "distdoctor nccl-test --local" if launcher == "local" else ctx.description,
+                    ctx.job_id, ctx.step_id, ctx.local_world_size, ctx.kind, ctx.node_rank)
+
+
+def step_hosts(env: Mapping[str, str]) -> list[str]:
+    """The hosts of the Slurm step in order, [] outside Slurm or when the list is unreadable."""
+    expr = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    try:
+        return hostlist.expand(expr) if expr else []
+    except hostlist.HostlistError:
+        return []
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """Slurm's compressed `2(x3),1` -> [2, 2, 2, 1]; [] when malformed."""
+    counts: list[int] = []
+    for piece in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", piece)
+        if not match:
+            return []
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts
+
+
+def expected_rank_hosts(env: Mapping[str, str]) -> dict[int, str]:
+    """Where Slurm placed each rank of the step, when it can be known from the environment
+    (block distribution, the default): rank -> host. {} otherwise."""
+    hosts = step_hosts(env)
+    counts = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")
+    distribution = (env.get("SLURM_DISTRIBUTION") or "block").split(":")[0]
+    if not hosts or len(counts) != len(hosts) or distribution not in ("block", ""):
+        return {}
+    placement: dict[int, str] = {}
+    rank = 0
+    for host, count in zip(hosts, counts):
+        for _ in range(count):
+            placement[rank] = host
+            rank += 1
+    return placement
+
+
+def _derived_port(seed: str) -> int:
+    return PORT_BASE + zlib.crc32(seed.encode()) % PORT_SPAN
+
+
+def _hnp_host(uri: str) -> str:
+    match = re.search(r"tcp://([^,:;/\]]+)", uri)
+    return match.group(1) if match else ""
+
+
+def endpoint(env: Mapping[str, str], ident: Identity, parent_pid: int | None = None) -> Endpoint:
+    """parent_pid: this process's parent; under MPICH on one node that is Hydra's proxy, the
+    same for every rank, so a port derived from it keeps concurrent tests apart."""
+    addr = (env.get("MASTER_ADDR") or "").strip()
+    addr_why = "MASTER_ADDR from the environment" if addr else ""
+    single_node = ident.local_world_size is not None and ident.local_world_size == ident.world_size
+    if not addr:
+        hosts = step_hosts(env)
+        hnp = _hnp_host(env.get("OMPI_MCA_orte_hnp_uri", ""))
+        if ident.launcher == "srun" and hosts:
+            addr, addr_why = hosts[0], "the first host of the Slurm step's nodelist (MASTER_ADDR unset)"
+        elif ident.world_size == 1 or single_node or ident.launcher == "local":
+            addr, addr_why = "127.0.0.1", "every rank runs on this host (MASTER_ADDR unset)"
+        elif ident.launcher == "openmpi" and hnp:
+            addr, addr_why = hnp, ("the host mpirun runs on, from OMPI_MCA_orte_hnp_uri (MASTER_ADDR unset; "
+                                   "set MASTER_ADDR if rank 0 runs elsewhere)")
+        else:
+            raise RendezvousError(
+                f"MASTER_ADDR is not set and cannot be derived under {ident.description} with ranks on "
+                f"several hosts: export MASTER_ADDR=<rank 0's host> (and MASTER_PORT) before launching")
+    raw_port = (env.get("MASTER_PORT") or "").strip()
+    if raw_port:
+        if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+            raise RendezvousError(f"MASTER_PORT={raw_port!r} is not a TCP port number (1-65535)")
+        return Endpoint(addr, int(raw_port), addr_why, "MASTER_PORT from the environment")
+    if ident.job_id:
+        seed = f"slurm:{ident.job_id}.{ident.step_id}"
+        port_why = f"derived from Slurm job {ident.job_id} step {ident.step_id or '-'} (MASTER_PORT unset)"
+    elif env.get("OMPI_MCA_ess_base_jobid"):
+        seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
+        port_why = f"derived from the Open MPI job id {env['OMPI_MCA_ess_base_jobid']} (MASTER_PORT unset)"
+    elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
+        seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}"
+        port_why = "derived from TORCHELASTIC_RUN_ID (MASTER_PORT unset)"
+    elif ident.launcher == "mpich" and single_node and parent_pid:
+        seed = f"mpich:{parent_pid}"
+        port_why = f"derived from the pid of MPICH's proxy ({parent_pid}) (MASTER_PORT unset)"
+    else:
+        return Endpoint(addr, DEFAULT_PORT, addr_why, f"the default {DEFAULT_PORT} (MASTER_PORT unset)")
+    return Endpoint(addr, _derived_port(seed), addr_why, port_why)

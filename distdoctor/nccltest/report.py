@@ -1,0 +1,95 @@
+"""Turns what rank 0 learned into a distdoctor Report and renders it with the shared renderers.
+
+The JSON document is the same schema family as `check` (command "nccl-test"), with the
+rendezvous, per-rank fingerprints, mesh matrix and bench rows under the extra top-level key
+"nccl_test".
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Sequence
+
+from distdoctor.api import skip
+from distdoctor.model import CheckRun, Finding, RunContext, Status, worst
+
+TITLES = {
+    "nccl-test.launch": "Launch and rendezvous address",
+    "nccl-test.rendezvous": "Every rank arrives at the rendezvous",
+    "nccl-test.ranks": "Ranks and what they run",
+    "nccl-test.cross-rank": "Ranks agree on versions, GPUs and settings",
+    "nccl-test.mesh": "Every rank can connect to every other rank",
+    "nccl-test.init": "Process group initializes",
+    "nccl-test.all-reduce": "all_reduce gives the exact sum",
+    "nccl-test.broadcast": "broadcast delivers rank 0's data",
+    "nccl-test.all-gather": "all_gather collects every rank in order",
+    "nccl-test.bench": "all_reduce bandwidth sweep",
+}
+TAGS = ("nccl-test",)
+
+
+class Recorder:
+    """The check runs known so far; thread-safe because the watchdog reads it while the main
+    thread may still be writing."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, CheckRun] = {}
+        self._lock = threading.Lock()
+        self.extra: dict[str, Any] = {}
+
+    def add(self, check_id: str, findings: Sequence[Finding], duration: float = 0.0,
+            status: Status | None = None) -> None:
+        findings = tuple(findings)
+        run = CheckRun(check_id, TITLES[check_id], TAGS, status or worst(f.status for f in findings),
+                       findings, duration, "distdoctor")
+        with self._lock:
+            self._runs[check_id] = run
+
+    def has(self, check_id: str) -> bool:
+        with self._lock:
+            return check_id in self._runs
+
+    def runs(self, wanted: Sequence[str], not_reached: str) -> list[CheckRun]:
+        """Runs in report order; a wanted check that never ran is a SKIP saying why."""
+        with self._lock:
+            out = []
+            for check_id in TITLES:
+                if check_id in self._runs:
+                    out.append(self._runs[check_id])
+                elif check_id in wanted:
+                    out.append(CheckRun(check_id, TITLES[check_id], TAGS, Status.SKIP,
+                                        (skip(not_reached),), 0.0, "distdoctor"))
+            return out
+
+
+def exit_code(runs: Sequence[CheckRun]) -> int:
+    from distdoctor.cli import exit_code as cli_exit_code
+
+    return cli_exit_code(runs, "fail")
+
+
+def build(runs: Sequence[CheckRun], host: str, context: RunContext, started_wall: float,
+          duration: float):
+    from distdoctor.engine import build_report
+
+    return build_report(list(runs), host=host, context=context, started=started_wall, duration=duration,
+                        command="nccl-test")
+
+
+def render(report, fmt: str, verbose: bool, extra: dict[str, Any]) -> str:
+    if fmt == "json":
+        from distdoctor.redact import redact
+        from distdoctor.render import json as json_render
+
+        return json_render.render(report, extra=redact(extra))
+    from distdoctor.render import console as console_render
+
+    console_render.render(report, console_render.make_console(), verbose)
+    return ""
+
+
+def emit(text: str) -> None:
+    if text:
+        sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,92 @@
+from distdoctor.model import Status
+from distdoctor.nccltest.compare import compare, fingerprint_table, ifname_covering, rank_ranges
+
+
+def fp(rank, host, **kw):
+    base = {"rank": rank, "host": host, "local_rank": rank % 2, "torch": "2.3.0", "nccl": "2.20.5", "cuda": "12.1",
+            "driver": "535.104.05", "python": "3.11.7", "distdoctor": "0.1.0", "memlock_kib": -1,
+            "gpu_name": "NVIDIA H100", "gpu_count": 2, "gpu_uuid": f"GPU-{host}-{rank % 2}",
+            "interface": "ens5", "address": f"10.0.0.{rank}", "env": {}}
+    base.update(kw)
+    return base
+
+
+def job(**overrides_by_rank):
+    fps = [fp(0, "n1"), fp(1, "n1"), fp(2, "n2"), fp(3, "n2")]
+    for rank, changes in overrides_by_rank.items():
+        fps[int(rank[1:])].update(changes)
+    return fps
+
+
+def test_identical_job_is_ok():
+    findings = compare(job())
+    assert [f.status for f in findings] == [Status.OK]
+    assert "4 ranks on 2 hosts" in findings[0].summary
+
+
+def test_torch_version_mismatch_fails_naming_ranks_and_hosts():
+    findings = compare(job(r2={"torch": "2.2.1"}, r3={"torch": "2.2.1"}))
+    bad = [f for f in findings if f.subject == "torch"]
+    assert len(bad) == 1 and bad[0].status is Status.FAIL
+    assert "2.3.0 on ranks 0-1 (n1)" in bad[0].summary and "2.2.1 on ranks 2-3 (n2)" in bad[0].summary
+
+
+def test_interface_names_per_node_give_one_ifname_for_all():
+    findings = compare(job(r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
+    (iface,) = [f for f in findings if f.subject == "interface"]
+    assert iface.status is Status.WARN
+    assert iface.fix == "export NCCL_SOCKET_IFNAME==ens14f0,ens5"
+
+
+def test_environment_set_on_one_node_only():
+    findings = compare(job(r2={"env": {"NCCL_IB_DISABLE": "1"}}, r3={"env": {"NCCL_IB_DISABLE": "1"}}))
+    (env,) = [f for f in findings if f.subject == "NCCL_IB_DISABLE"]
+    assert env.status is Status.WARN and "(unset) on ranks 0-1" in env.summary and "1 on ranks 2-3" in env.summary
+
+
+def test_gpu_facts_across_nodes():
+    findings = compare(job(r1={"gpu_uuid": "GPU-n1-0"}, r2={"gpu_name": "NVIDIA A100", "gpu_count": 1},
+                           r3={"gpu_name": "NVIDIA A100", "gpu_count": 1, "memlock_kib": 8192}))
+    subjects = {f.subject: f.status for f in findings}
+    assert subjects["n1"] is Status.FAIL  # two ranks on one GPU
+    assert subjects["gpu_name"] is Status.WARN and subjects["gpu_count"] is Status.WARN
+    assert subjects["memlock_kib"] is Status.WARN
+
+
+def test_helpers():
+    assert rank_ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert ifname_covering(["eth0", "ib0", "eth0"]) == "=eth0,ib0"
+    table = fingerprint_table(job())
+    assert table["columns"][0] == "rank" and [r[0] for r in table["rows"]] == [0, 1, 2, 3]
+
+
+def test_socket_ifname_naming_each_nodes_own_interface_is_not_a_difference():
+    per_node = job(r0={"env": {"GLOO_SOCKET_IFNAME": "ens5"}}, r1={"env": {"GLOO_SOCKET_IFNAME": "ens5"}},
+                   r2={"interface": "ens14f0", "env": {"GLOO_SOCKET_IFNAME": "ens14f0"}},
+                   r3={"interface": "ens14f0", "env": {"GLOO_SOCKET_IFNAME": "ens14f0"}})
+    assert "GLOO_SOCKET_IFNAME" not in {f.subject for f in compare(per_node)}
+    wrong = job(r0={"env": {"NCCL_SOCKET_IFNAME": "ens"}}, r1={"env": {"NCCL_SOCKET_IFNAME": "ens"}},
+                r2={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}},
+                r3={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}})
+    (finding,) = [f for f in compare(wrong) if f.subject == "NCCL_SOCKET_IFNAME"]
+    assert finding.fix.startswith("export NCCL_SOCKET_IFNAME=<one value>")
+
+
+def test_fixes_are_ready_to_paste():
+    findings = {f.subject: f for f in compare(job(r3={"torch": "2.2.1", "env": {"NCCL_IB_DISABLE": "1"}}))}
+    assert findings["torch"].fix.startswith("pip install torch==2.3.0")
+    assert findings["NCCL_IB_DISABLE"].fix.startswith("export NCCL_IB_DISABLE=1")
+
+
+def test_cuda_visible_devices_narrowed_per_rank():
+    """CUDA_VISIBLE_DEVICES=$LOCAL_RANK: every rank sees one GPU, so local rank 1 has no cuda:1."""
+    fps = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, gpu_count=1, cuda_visible_devices=str(r % 2),
+              gpu_uuid=f"GPU-{r}") for r in range(4)]
+    findings = {f.subject: f for f in compare(fps)}
+    beyond = findings["local_rank"]
+    assert beyond.status is Status.FAIL and beyond.summary.startswith("ranks 1,3 would use GPU 1")
+    assert findings["n1"].status is Status.WARN and "each of the 2 ranks on n1 sees one GPU" in findings["n1"].summary
+    # all GPUs visible to every rank: neither finding
+    healthy = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, gpu_count=2, cuda_visible_devices="0,1")
+               for r in range(4)]
+    assert {"local_rank", "n1", "n2"}.isdisjoint(f.subject for f in compare(healthy))

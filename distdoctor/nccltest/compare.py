@@ -104,6 +104,35 @@ def ifname_covering(names: Iterable[str]) -> str:
     return "=" + ",".join(sorted(set(names)))
 
 
+def _nccl_interfaces(fps: Sequence[dict[str, Any]], route_by_node: dict) -> list[Finding]:
+    """NCCL's own interface choice on each rank (fingerprint.nccl_prediction): the ranks where it
+    finds none, and the ones where it would advertise a virtual interface the others cannot reach."""
+    findings: list[Finding] = []
+    route_names = {n for names in route_by_node.values() for n in names}
+    fix = f"export NCCL_SOCKET_IFNAME={ifname_covering(route_names)}" if route_names else \
+        "export NCCL_SOCKET_IFNAME=<the interface that reaches the other nodes>"
+    none = [fp for fp in fps if fp.get("nccl_error")]
+    if none:
+        findings.append(fail(
+            f"NCCL would find no usable socket interface on rank(s) {rank_ranges(fp['rank'] for fp in none)}: "
+            f"{none[0]['nccl_error']}", subject="NCCL_SOCKET_IFNAME",
+            explanation="ncclCommInitRank then fails with 'Bootstrap : no socket interface found'",
+            fix=fix, evidence={"ranks": {str(fp["rank"]): fp.get("nccl_error") for fp in none}}))
+    suspect = [fp for fp in fps if fp.get("nccl_suspect")]
+    if suspect:
+        where = "; ".join(sorted({f"{fp.get('host')}: {fp['nccl_interface']} ({fp['nccl_suspect']})"
+                                  for fp in suspect}))
+        findings.append(warn(
+            f"NCCL would advertise an interface the other ranks likely cannot reach on rank(s) "
+            f"{rank_ranges(fp['rank'] for fp in suspect)}: {where}", subject="NCCL_SOCKET_IFNAME",
+            explanation="NCCL picks interfaces by name, not by route; peers connecting to a veth, bridge or "
+            "link-local address hang or fail with 'Network is unreachable'. This run's gloo test used the "
+            "routed interface instead, so it can pass while an NCCL job on these nodes would not.",
+            fix=fix, evidence={"ranks": {str(fp["rank"]): [fp.get("nccl_interface"), fp.get("nccl_address"),
+                                                          fp.get("nccl_rule")] for fp in suspect}}))
+    return findings
+
+
 def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     findings: list[Finding] = []
     for key, label, make, why in _SAME_EVERYWHERE:
@@ -148,6 +177,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
             explanation="one NCCL_SOCKET_IFNAME must match an interface on every node, or NCCL picks "
             "something else on the nodes it does not match",
             fix=f"export NCCL_SOCKET_IFNAME={ifname_covering(names)}"))
+
+    findings.extend(_nccl_interfaces(fps, iface_by_node))
 
     env_keys = sorted({k for fp in fps for k in (fp.get("env") or {})})
     for name in env_keys:
@@ -197,7 +228,7 @@ def _gpu_visibility(fps: Sequence[dict[str, Any]], by_node: "OrderedDict[Any, li
 
 
 def fingerprint_table(fps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    columns = ["rank", "host", "iface", "address", "torch", "nccl", "cuda", "driver", "gpu"]
+    columns = ["rank", "host", "iface", "address", "torch", "nccl", "cuda", "driver", "gpu"]  # iface: routed
     rows = [[fp.get("rank"), fp.get("host"), fp.get("interface") or "?",
              fp.get("address") or "?", fp.get("torch"), fp.get("nccl") or "-", fp.get("cuda") or "-",
              fp.get("driver") or "-", fp.get("gpu_name") or "-"] for fp in sorted(fps, key=lambda f: f["rank"])]

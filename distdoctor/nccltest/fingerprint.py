@@ -53,6 +53,32 @@ def _torch_facts(torch: Any, local_rank: int) -> dict[str, Any]:
     return facts
 
 
+def nccl_prediction(host, route_interface: str) -> dict[str, Any]:
+    """What NCCL itself would advertise on this rank (the net area's model of NCCL's interface
+    choice, checked against the real libnccl in its tests), and whether that can reach the
+    others: a virtual or link-local-only interface that is not the one routing to rank 0 is
+    the classic veth/docker0 hang."""
+    from distdoctor.facts import Facts
+    from distdoctor.nccl_socket import predict_nccl_interfaces
+
+    facts = Facts(host)
+    try:
+        table = facts.interfaces
+        choice = predict_nccl_interfaces(table.interfaces, facts.nccl_settings)
+    except Exception as exc:  # a prediction we cannot make must not stop the smoke test
+        return {"nccl_interface": "", "nccl_error": f"could not predict NCCL's interface: {exc}"}
+    pick = choice.bootstrap
+    if pick is None:
+        return {"nccl_interface": "", "nccl_rule": choice.rule,
+                "nccl_error": choice.error or "no socket interface found"}
+    iface = table.get(pick.interface)
+    suspect = ""
+    if iface is not None and pick.interface != route_interface and (iface.virtual or iface.link_local_only):
+        suspect = iface.describe() + (" with only a link-local address" if iface.link_local_only else "")
+    return {"nccl_interface": pick.interface, "nccl_address": pick.address, "nccl_rule": choice.rule,
+            "nccl_suspect": suspect, "nccl_error": ""}
+
+
 def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]:
     env = host.env
     try:
@@ -82,4 +108,5 @@ def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]
         "executable": sys.executable,
     }
     fp.update(_torch_facts(torch, ident.local_rank))
+    fp.update(nccl_prediction(host, choice.name))
     return fp

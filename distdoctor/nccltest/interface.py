@@ -1,9 +1,9 @@
 """Which interface and address this rank talks to the others from.
 
-For now: the kernel's route to the rendezvous address (a UDP "connect" sends nothing, then
-getsockname gives the source address), mapped to an interface name. This is the one place to
-swap in the net area's NCCL interface prediction (`predict_nccl_interfaces`) once it lands:
-`choose()` would then prefer NCCL's own choice and keep the route as the fallback.
+The kernel's route to the rendezvous address (a UDP "connect" sends nothing, then getsockname
+gives the source address), mapped to an interface name: the interface that really reaches
+rank 0, which the mesh and gloo use. What NCCL itself would pick is predicted separately
+(fingerprint.nccl_prediction, the net area's model) and compared with this route.
 """
 
 from __future__ import annotations

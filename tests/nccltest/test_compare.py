@@ -90,3 +90,25 @@ def test_cuda_visible_devices_narrowed_per_rank():
     healthy = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, gpu_count=2, cuda_visible_devices="0,1")
                for r in range(4)]
     assert {"local_rank", "n1", "n2"}.isdisjoint(f.subject for f in compare(healthy))
+
+
+def test_nccl_prediction_findings_from_fingerprints():
+    from distdoctor.nccltest.compare import compare as compare_fps
+
+    base = {"torch": "2.13.0", "env": {}}
+    fps = [
+        {**base, "rank": 0, "host": "a", "boot_id": "1", "interface": "eth0", "nccl_interface": "eth0", "nccl_error": ""},
+        {**base, "rank": 1, "host": "b", "boot_id": "2", "interface": "eth0", "nccl_interface": "docker0",
+         "nccl_address": "172.17.0.1", "nccl_suspect": "bridge", "nccl_error": ""},
+        {**base, "rank": 2, "host": "c", "boot_id": "3", "interface": "eth0", "nccl_interface": "",
+         "nccl_error": "no socket interface found"},
+    ]
+    by_subject = {}
+    for f in compare_fps(fps):
+        by_subject.setdefault(f.subject, []).append(f)
+    summaries = {f.summary: f for f in by_subject["NCCL_SOCKET_IFNAME"]}
+    [suspect] = [f for s, f in summaries.items() if "advertise" in s]
+    [missing] = [f for s, f in summaries.items() if "no usable" in s]
+    assert suspect.status.value == "warn" and "b: docker0 (bridge)" in suspect.summary
+    assert missing.status.value == "fail" and "rank(s) 2" in missing.summary
+    assert suspect.fix == missing.fix == "export NCCL_SOCKET_IFNAME==eth0"

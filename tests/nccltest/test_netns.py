@@ -143,3 +143,32 @@ def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):
     assert statuses(doc)["nccl-test.mesh"] == "ok"  # the hosts can talk: only gloo's address is wrong
     text = " ".join(f["summary"] for f in init["findings"])
     assert "rank 1" in text
+
+
+def test_nccl_would_pick_a_veth_on_one_node_is_named_with_the_fix(hosts):
+    """Node b has a veth pair of its own and NCCL_SOCKET_IFNAME pointing at it: the gloo test
+    passes over the routed interface, but the report says NCCL on node b would advertise the
+    veth, and how to point NCCL at the interfaces that really reach rank 0. A name matching
+    nothing on node b is NCCL's 'no socket interface found'."""
+    hosts.run("b", ["ip", "link", "add", "vethdd0", "type", "veth", "peer", "name", "vethdd1"])
+    hosts.run("b", ["ip", "addr", "add", "172.31.250.1/24", "dev", "vethdd0"])
+    hosts.run("b", ["ip", "link", "set", "vethdd0", "up"])
+    hosts.run("b", ["ip", "link", "set", "vethdd1", "up"])
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a={"GLOO_SOCKET_IFNAME": "eth0"},
+                                            env_b={"GLOO_SOCKET_IFNAME": "ens5", "NCCL_SOCKET_IFNAME": "=vethdd0"})
+    assert (rc0, rc1) == (0, 0), (err0, err1, doc["checks"])
+    findings = checks(doc)["nccl-test.cross-rank"]["findings"]
+    [veth] = [f for f in findings if f["subject"] == "NCCL_SOCKET_IFNAME" and "advertise" in f["summary"]]
+    assert veth["status"] == "warn"
+    assert "rank(s) 1" in veth["summary"] and "nodeb: vethdd0 (veth" in veth["summary"]
+    assert veth["fix"] == "export NCCL_SOCKET_IFNAME==ens5,eth0"
+    fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
+    assert fps[0]["nccl_interface"] == "eth0" and not fps[0]["nccl_suspect"]
+    assert (fps[1]["nccl_interface"], fps[1]["nccl_address"]) == ("vethdd0", "172.31.250.1")
+
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a={"GLOO_SOCKET_IFNAME": "eth0"},
+                                            env_b={"GLOO_SOCKET_IFNAME": "ens5", "NCCL_SOCKET_IFNAME": "=eth0"})
+    findings = checks(doc)["nccl-test.cross-rank"]["findings"]
+    [none] = [f for f in findings if f["subject"] == "NCCL_SOCKET_IFNAME" and "no usable" in f["summary"]]
+    assert none["status"] == "fail" and "rank(s) 1" in none["summary"]
+    assert "no socket interface found" in none["summary"]

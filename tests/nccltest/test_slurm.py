@@ -49,11 +49,15 @@ def test_srun_two_nodes(cluster, tasks):
 def test_srun_cross_rank_catches_one_nodes_environment(cluster):
     proc, doc, _ = nccl_test(cluster, "-N2", "-n2",
                              wrapper='[ "$SLURM_NODEID" = 1 ] && export NCCL_SOCKET_IFNAME=ib0 || true')
-    assert proc.returncode == 0, proc.stderr
+    # node2 has no ib0: beyond the differing setting, NCCL itself would find no interface there.
+    assert proc.returncode == 1, proc.stderr
     cross = checks(doc)["nccl-test.cross-rank"]
-    assert cross["status"] == "warn"
-    (finding,) = [f for f in cross["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME"]
-    assert "(unset) on rank 0 (node1)" in finding["summary"] and "ib0 on rank 1 (node2)" in finding["summary"]
+    assert cross["status"] == "fail"
+    (differs,) = [f for f in cross["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME" and "differs" in f["summary"]]
+    assert "(unset) on rank 0 (node1)" in differs["summary"] and "ib0 on rank 1 (node2)" in differs["summary"]
+    (none,) = [f for f in cross["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME" and "no usable" in f["summary"]]
+    assert none["status"] == "fail" and "rank(s) 1" in none["summary"]
+    assert none["fix"] == "export NCCL_SOCKET_IFNAME==eth0"
 
 
 def test_srun_node_whose_ranks_never_start_is_named(cluster):

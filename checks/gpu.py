@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from itertools import combinations
 
-from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.api import Context, ProbeTimeout, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT, GpuProblem
 from distdoctor.parsers.nvidia_smi import LINK_ORDER, TopoDevice, TopoMatrix, link_rank
 
@@ -20,6 +20,9 @@ _SYS = LINK_ORDER.index("SYS")
 
 
 def _problem_finding(problem: GpuProblem):
+    if problem.state == "hung":  # the engine reports it TIMEOUT, with this explanation
+        raise ProbeTimeout(problem.summary, subject="nvidia-smi", explanation=problem.explanation, fix=problem.fix,
+                           evidence=problem.evidence)
     kind = {"absent": skip, "unreadable": warn}.get(problem.state, fail)
     return kind(problem.summary, subject="nvidia-smi", explanation=problem.explanation, fix=problem.fix,
                 evidence=problem.evidence)

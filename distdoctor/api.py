@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from distdoctor.model import CheckInfo, Finding, RunContext, Status
 
-__all__ = ["check", "Context", "Finding", "Status", "ok", "warn", "fail", "skip", "CheckInfo"]
+__all__ = ["check", "Context", "Finding", "Status", "ok", "warn", "fail", "skip", "CheckInfo", "ProbeTimeout"]
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -81,6 +81,17 @@ def fail(summary: str, **kw) -> Finding:
 
 def skip(summary: str, **kw) -> Finding:
     return _finding(Status.SKIP, summary, **kw)
+
+
+class ProbeTimeout(Exception):
+    """Raise from a check when something it depends on hung (a command killed at its timeout):
+    the engine reports the check TIMEOUT with this summary, explanation and fix, before the
+    check's own deadline. Only the engine assigns TIMEOUT; this is how a check asks for it."""
+
+    def __init__(self, summary: str, *, subject: str = "", explanation: str = "", fix: str = "",
+                 evidence: Mapping[str, Any] | None = None):
+        super().__init__(summary)
+        self.finding = Finding(Status.TIMEOUT, summary, subject, explanation, fix, dict(evidence or {}))
 
 
 CheckResult = Iterator[Finding]

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 from distdoctor import __version__
-from distdoctor.api import Context
+from distdoctor.api import Context, ProbeTimeout
 from distdoctor.model import CheckInfo, CheckRun, Finding, Report, RunContext, Status, worst
 from distdoctor.redact import redact
 
@@ -99,7 +99,11 @@ def _close(job: _Job, debug: bool) -> CheckRun:
         else:
             findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
                                     subject=info.id, fix="fix the check: yield ok(...)/warn(...)/fail(...)/skip(...)"))
-    if job.error is not None:
+    if isinstance(job.error, ProbeTimeout):
+        finding = job.error.finding
+        findings.append(Finding(finding.status, finding.summary, finding.subject or info.id, finding.explanation,
+                                finding.fix, redact(dict(finding.evidence))))
+    elif job.error is not None:
         exc = job.error
         evidence = {"exception": type(exc).__name__}
         if debug:

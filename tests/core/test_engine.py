@@ -111,3 +111,24 @@ def test_checks_run_in_parallel():
     assert all(r.status is Status.OK for r in runs)
     # Four half-second sleeps in parallel finish well before the two seconds they take in a row.
     assert time.monotonic() - start < 1.8
+
+
+@check("t.probe-hung", title="probe hung", timeout=30)
+def probe_hung(ctx):
+    from distdoctor.api import ProbeTimeout
+
+    yield ok("the part that answered")
+    raise ProbeTimeout("`tool` did not answer within 2 s", explanation="what a hang means", fix="reboot it",
+                       evidence={"API_TOKEN": "x"})
+
+
+def test_probe_timeout_is_reported_timeout_by_the_engine_before_the_deadline():
+    start = time.monotonic()
+    [run] = _run([probe_hung])
+    assert time.monotonic() - start < 5
+    assert run.status is Status.TIMEOUT
+    assert [f.status for f in run.findings] == [Status.OK, Status.TIMEOUT]
+    hung = run.findings[1]
+    assert (hung.summary, hung.explanation, hung.fix) == ("`tool` did not answer within 2 s", "what a hang means",
+                                                          "reboot it")
+    assert hung.evidence == {"API_TOKEN": "<redacted>"}

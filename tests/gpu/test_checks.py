@@ -167,7 +167,7 @@ def test_hung_nvidia_smi_is_explained_within_the_deadline(smi):
     start = time.monotonic()
     findings = run_check(gpu_checks.inventory, host)
     elapsed = time.monotonic() - start
-    assert statuses(findings) == [Status.FAIL]
+    assert statuses(findings) == [Status.TIMEOUT]
     assert f"did not answer within {NVIDIA_SMI_TIMEOUT:g} s" in findings[0].summary
     assert "fell off the bus" in findings[0].summary
     assert elapsed < gpu_checks.inventory.timeout
@@ -400,7 +400,7 @@ def test_nvml_hang_is_reported_without_calling_nvidia_smi():
     host = FakeHost(nvml={"status": "hung", "error": "NVML did not answer within 4 s"},
                     commands={"nvidia-smi": "should not be asked"})
     findings = run_check(gpu_checks.inventory, host)
-    assert statuses(findings) == [Status.FAIL] and "NVML did not answer" in findings[0].summary
+    assert statuses(findings) == [Status.TIMEOUT] and "NVML did not answer" in findings[0].summary
     assert host.calls == []
 
 
@@ -412,7 +412,7 @@ def test_hung_topology_after_a_healthy_driver():
         ("nvidia-smi", "topo", "-m"): CommandResult(("nvidia-smi", "topo", "-m"), None, duration=8.0,
                                                     timed_out=True)})
     p2p = run_check(gpu_checks.p2p_topology, host)
-    assert statuses(p2p) == [Status.FAIL] and "`nvidia-smi topo -m` did not answer" in p2p[0].summary
+    assert statuses(p2p) == [Status.TIMEOUT] and "`nvidia-smi topo -m` did not answer" in p2p[0].summary
     nic = run_check(gpu_checks.nic_affinity, host)
     assert statuses(nic) == [Status.SKIP] and "see gpu.p2p-topology" in nic[0].summary
 

@@ -22,11 +22,12 @@ def check(smi, *args, timeout=90):
 def test_whole_report_arrives_on_time_with_a_hung_nvidia_smi(tmp_path):
     smi = StandIn(tmp_path).answer("*", hang=True)
     proc, elapsed = check(smi, "--timeout", "30")
-    assert proc.returncode == 1, proc.stderr  # FAIL: the hung GPU
+    assert proc.returncode == 2, proc.stderr  # TIMEOUT: the hung GPU left the picture incomplete
     doc = load_report(proc.stdout)
     runs = {r["id"]: r for r in doc["checks"]}
     inventory = runs["gpu.inventory"]
-    assert inventory["status"] == "fail"
+    assert inventory["status"] == "timeout"
+    assert "fell off the bus" in inventory["findings"][0]["summary"]
     assert f"did not answer within {NVIDIA_SMI_TIMEOUT:g} s" in inventory["findings"][0]["summary"]
     assert all(runs[i]["status"] == "skip" for i in ("gpu.p2p-topology", "gpu.nic-affinity", "gpu.health"))
     assert "host.shm-size" in runs  # the rest of the report is there

@@ -319,8 +319,10 @@ class Host:
         result: dict[str, list[tuple[str, str]]] = {}
         gws = netifaces.gateways()
         for fam, name in ((netifaces.AF_INET, "inet"), (netifaces.AF_INET6, "inet6")):
+            # Entries are (gateway, interface, is_default); routes to other subnets are not defaults.
             for entry in gws.get(fam, []):
-                result.setdefault(name, []).append((entry[0], entry[1]))
+                if len(entry) < 3 or entry[2]:
+                    result.setdefault(name, []).append((entry[0], entry[1]))
         return result
 
     # --- installed software ---------------------------------------------------------------

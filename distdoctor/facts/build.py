@@ -240,6 +240,9 @@ def nccl_version_string(code: int) -> str:
 NCCL_PACKAGE = re.compile(r"^nvidia[-_]nccl([-_]cu\d+)?$", re.IGNORECASE)
 _NCCL_FILE = re.compile(r"^libnccl\.so\.\d+$")
 SONAME = "libnccl.so.2"
+# Where glibc's dlopen looks after LD_LIBRARY_PATH and /etc/ld.so.cache.
+_LOADER_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
+                        "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
 
 # Run in a fresh interpreter with the user's environment, so LD_LIBRARY_PATH is the one a
 # training process would see. Each library is announced before it is loaded: if the
@@ -371,6 +374,12 @@ def _run_nccl_probe(host, targets: list[str], timeout: float) -> tuple[dict[int,
 def nccl_libraries(facts) -> NcclLibraries:
     found, packages, problems = _nccl_candidates(facts)
     reals = list(found)
+    if not found and not any(facts.host.exists(os.path.join(d, SONAME)) for d in _LOADER_DEFAULT_DIRS):
+        # Nothing the loader could find (cache, LD_LIBRARY_PATH and its default directories all
+        # empty): say what dlopen would say without paying for a probe interpreter, which is
+        # most of what this check costs on a login node.
+        return NcclLibraries((), tuple(packages), "", f"{SONAME}: cannot open shared object file: "
+                             "No such file or directory", tuple(problems), 0.0)
     targets = [SONAME] + [found[real]["path"] for real in reals]
     results, probe_problems, seconds = _run_nccl_probe(facts.host, targets, NCCL_PROBE_TIMEOUT)
     problems.extend(probe_problems)

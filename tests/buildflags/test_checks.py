@@ -375,3 +375,19 @@ def test_hung_launchers_are_asked_in_parallel():
     assert time.monotonic() - start < 2.5  # four 1 s hangs, not one after the other
     assert [f.status for f in findings] == [Status.WARN] * 4
     assert all("did not finish" in f.summary for f in findings)
+
+
+def test_no_nccl_anywhere_costs_no_probe_interpreter():
+    from distdoctor.facts import Facts
+    from distdoctor.testing import FakeHost
+
+    host = FakeHost(env={"PATH": "/usr/bin"}, commands={("ldconfig", "-p"): "0 libs found in cache `/etc/ld.so.cache'\n"})
+    libs = Facts(host).nccl_libraries
+    assert libs.libraries == () and libs.default_path == ""
+    assert "libnccl.so.2: cannot open shared object file" in libs.default_error
+    assert not [c for c in host.calls if c[:2] == ("python", "-c")]
+    # A libnccl in a directory the loader searches by default is still probed.
+    host = FakeHost(env={"PATH": "/usr/bin"}, files={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": "ELF"},
+                    commands={("ldconfig", "-p"): "0 libs found in cache `/etc/ld.so.cache'\n"})
+    Facts(host).nccl_libraries
+    assert [c for c in host.calls if c[:2] == ("python", "-c")]

@@ -79,6 +79,16 @@ def _finding_lines(console: Console, run: CheckRun, verbose: bool) -> None:
         console.print(Padding(Text(f"(+{hidden} OK; -v shows them)", style="dim"), (0, 0, 0, 4), expand=False))
 
 
+def _fold_skips(runs: list[CheckRun]) -> list[tuple[str, list[CheckRun]]]:
+    """SKIP checks of one area that skipped for the same reason, as one line each: on a login
+    node 'not inside a Slurm job' once, not seven times."""
+    by_reason: dict[str, list[CheckRun]] = {}
+    for run in runs:
+        if run.status is Status.SKIP and len(run.findings) == 1:
+            by_reason.setdefault(run.findings[0].summary, []).append(run)
+    return [(reason, skipped) for reason, skipped in by_reason.items() if len(skipped) > 1]
+
+
 def render(report: Report, console: Console, verbose: bool = False) -> None:
     header = Text()
     header.append(f"distdoctor {report.tool_version}", style="bold")
@@ -91,7 +101,18 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     for area, group in groupby(runs, key=lambda r: r.area):
         console.print()
         console.print(Text(area, style="bold underline"))
+        group = list(group)
+        folded = [] if verbose else _fold_skips(group)
+        for reason, skipped in folded:
+            line = Text()
+            line.append_text(_glyph(console, Status.SKIP))
+            line.append(f" {len(skipped)} checks skipped: {reason}", style="dim")
+            line.append(f"  [{', '.join(r.id for r in skipped)}]", style="dim")
+            console.print(Padding(line, (0, 0, 0, 2), expand=False))
+        hidden = {r.id for _reason, skipped in folded for r in skipped}
         for run in group:
+            if run.id in hidden:
+                continue
             line = Text()
             line.append_text(_glyph(console, run.status))
             line.append(" ")

@@ -266,7 +266,7 @@ def _hca_matcher(spec: str):
 
 def _nccl_nics(ctx: Context, matrix: TopoMatrix) -> tuple[list[TopoDevice], str, list[str]]:
     """The NICs NCCL will use: NCCL_IB_HCA when set, else all RDMA NICs in the matrix.
-    (Where interface prediction from the net area gains HCA selection, it plugs in here.)"""
+    HCAs with no ACTIVE port are dropped by the caller (NCCL skips them)."""
     nics = list(matrix.nics)
     spec = ctx.facts.nccl_settings.get("NCCL_IB_HCA")
     if not spec:
@@ -277,6 +277,15 @@ def _nccl_nics(ctx: Context, matrix: TopoMatrix) -> tuple[list[TopoDevice], str,
     unknown = [n for n in names if not any(d.name.startswith(n) for d in nics)] if not spec.startswith("^") else []
     chosen = [d for d in nics if matches(d.name)]
     return chosen, f"NCCL_IB_HCA={spec}", unknown
+
+
+def _inactive_hcas(ctx: Context) -> set[str]:
+    """HCAs whose every port is down on this node (from the net area's sysfs reading)."""
+    try:
+        ports = ctx.facts.infiniband.ports
+    except Exception:  # unreadable sysfs is net.infiniband's to report
+        return set()
+    return {p.hca for p in ports} - {p.hca for p in ports if p.state.upper() == "ACTIVE"}
 
 
 @check("gpu.nic-affinity", title="Each GPU has an RDMA NIC close to it", tags=("gpu", "nccl", "ib", "topology"),
@@ -298,6 +307,11 @@ def nic_affinity(ctx: Context):
         return
     used, why = _job_gpus(ctx, matrix)
     allowed, nic_why, unknown = _nccl_nics(ctx, matrix)
+    inactive = _inactive_hcas(ctx) & {d.name for d in matrix.nics}
+    if inactive:
+        allowed = [d for d in allowed if d.name not in inactive]
+        nic_why += f"; without {', '.join(sorted(inactive))} (no ACTIVE port, which NCCL skips; see net.infiniband)"
+    usable = [d for d in matrix.nics if d.name not in inactive]
     if unknown:
         yield warn(f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
                    f"(it has {', '.join(d.name for d in matrix.nics)})", subject="NCCL_IB_HCA",
@@ -322,7 +336,7 @@ def nic_affinity(ctx: Context):
     rows, far, excluded_closer, mapping = [], [], [], []
     for gpu in used:
         nic, path = closest(gpu, allowed)
-        best, best_path = closest(gpu, list(matrix.nics))
+        best, best_path = closest(gpu, usable)
         if best is not None:
             load[best.label] = load.get(best.label, 0) + 1
         rows.append([gpu.label, nic.name if nic else "-", path, best.name if best else "-", best_path])

@@ -424,3 +424,23 @@ def test_real_nvml_without_a_driver_is_cheap():
         pytest.skip("this machine has an NVIDIA driver")
     assert snapshot["status"] in ("unavailable", "error") and snapshot["error"]
     assert time.monotonic() - start < 2
+
+
+def test_nic_affinity_leaves_out_hcas_whose_ports_are_down():
+    """mlx5_4 is GPU4's PIX neighbour, but its only port is DOWN: NCCL skips it, so GPU4's
+    closest usable NIC is further away and the suggestion must not name mlx5_4."""
+    query = QUERY.split()
+    files = {}
+    for i in range(8):
+        state = "1: DOWN" if i == 4 else "4: ACTIVE"
+        base = f"/sys/class/infiniband/mlx5_{i}/ports/1"
+        files.update({f"{base}/state": state + "\n", f"{base}/phys_state": "5: LinkUp\n",
+                      f"{base}/rate": "400 Gb/sec (4X NDR)\n", f"{base}/link_layer": "InfiniBand\n"})
+    host = FakeHost(files=files, commands={("nvidia-smi",): open(H100_TABLE).read(),
+                                           ("nvidia-smi", "topo", "-m"): open(H100_TOPO).read(),
+                                           ("nvidia-smi", *query): csv_rows()})
+    findings = run_check(gpu_checks.nic_affinity, host)
+    rows = {r[0]: r for r in findings[-1].evidence["table"]["rows"]}
+    assert rows["GPU4"][1] != "mlx5_4" and rows["GPU4"][3] != "mlx5_4"
+    assert rows["GPU0"][1] == "mlx5_0"
+    assert "without mlx5_4 (no ACTIVE port" in findings[-1].evidence["nics"]

@@ -1,6 +1,7 @@
 import os
 import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -20,6 +21,28 @@ def distdoctor_argv() -> list[str]:
         return [exe]
     found = shutil.which("distdoctor")
     return [found] if found else [sys.executable, "-m", "distdoctor"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tmpdir():
+    """Tools the tests start leave files in $TMPDIR (torchrun's agent writes torchelastic_* log
+    folders and never removes them): the session gets its own, removed at the end, so a run
+    leaves nothing behind in /tmp. World-readable like /tmp, since daemons the tests start
+    (munge, sshd) check the permissions of their paths."""
+    path = tempfile.mkdtemp(prefix="distdoctor-tests-")
+    os.chmod(path, 0o755)
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = None
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -81,8 +81,11 @@ class Ranks:
 
 
 def report(stdout: str) -> dict:
+    """The JSON report rank 0 printed, validated against docs/report.schema.json."""
+    from tests.conftest import load_report
+
     try:
-        return json.loads(stdout)
+        return load_report(stdout)
     except json.JSONDecodeError:
         pytest.fail(f"not a JSON report: {stdout[-2000:]!r}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
+import re
 import resource
 import shutil
 import signal
@@ -339,11 +340,17 @@ class Host:
         files = tuple(str(f) for f in (dist.files or ()))
         return Distribution(dist.metadata["Name"] or name, dist.version, location, files)
 
-    def distributions(self) -> list[tuple[str, str]]:
-        """(name, version) of every installed Python distribution."""
+    def distribution_names(self) -> list[str]:
+        """Normalized names (nvidia_nccl_cu13) of every installed Python distribution, taken
+        from the .dist-info folder names: reading each METADATA instead costs 0.1 s on a
+        site-packages of a hundred packages, most of `distdoctor check`'s budget."""
         from importlib import metadata
 
-        return sorted({(d.metadata["Name"] or "", d.version) for d in metadata.distributions()})
+        names = set()
+        for dist in metadata.distributions():
+            name = getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "")
+            names.add(re.sub(r"[-_.]+", "_", name).lower())
+        return sorted(n for n in names if n)
 
     def python_version(self) -> str:
         return ".".join(str(v) for v in sys.version_info[:3])

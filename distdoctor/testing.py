@@ -13,6 +13,7 @@ directory listings. Facts built on it run the real parsers over the captured tex
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 from distdoctor.api import Context
@@ -152,10 +153,12 @@ class FakeHost(Host):
         return {k: list(v) for k, v in self._gateways.items()}
 
     def distribution(self, name: str) -> Distribution | None:
-        return self._distributions.get(name.lower()) or self._distributions.get(name)
+        # importlib.metadata matches names normalized (PEP 503): nvidia_nccl_cu13 is nvidia-nccl-cu13
+        wanted = _normalize(name)
+        return next((d for key, d in self._distributions.items() if _normalize(key) == wanted), None)
 
-    def distributions(self) -> list[tuple[str, str]]:
-        return sorted((d.name, d.version) for d in self._distributions.values())
+    def distribution_names(self) -> list[str]:
+        return sorted(_normalize(d.name) for d in self._distributions.values())
 
     def python(self, code: str, timeout: float, env=None) -> CommandResult:
         return self.run(["python", "-c", code], timeout=timeout, env=env)
@@ -175,6 +178,10 @@ class FakeHost(Host):
         if self._nvml is None:
             return {"status": "unavailable", "error": "libnvidia-ml.so.1 not found"}
         return dict(self._nvml)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def fixture_text(path: str) -> str:

@@ -310,12 +310,15 @@ def _nccl_candidates(facts) -> tuple[dict[str, dict], list[tuple[str, str]], lis
     for directory in [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]:
         scan(directory, "LD_LIBRARY_PATH")
     packages: list[tuple[str, str]] = []
-    for name, version in host.distributions():
-        if not NCCL_PACKAGE.match(name):
+    for normalized in host.distribution_names():
+        if not NCCL_PACKAGE.match(normalized):
             continue
+        dist = host.distribution(normalized)
+        if dist is None:
+            continue
+        name, version = dist.name, dist.version
         packages.append((name, version))
-        dist = host.distribution(name)
-        for rel in (dist.files if dist else ()):
+        for rel in dist.files:
             if _NCCL_FILE.match(os.path.basename(rel)):
                 add(os.path.join(dist.location, rel), f"pip {name}", name, version)
     for var in ("NCCL_HOME", "NCCL_ROOT", "CONDA_PREFIX"):

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from distdoctor.facts import fact
 from distdoctor.parsers import ParseError
@@ -94,11 +94,24 @@ def mpi(facts) -> MpiInstall:
         if path and host.realpath(path) not in seen:
             seen.add(host.realpath(path))
             side.append(name)
-    answers = _launchers(host, [*LAUNCHERS, *side])
-    launchers = tuple(answers[name] for name in LAUNCHERS)
+    # mpirun and mpiexec are usually one binary (Open MPI's orterun): ask it once.
+    first_by_real: dict[str, str] = {}
+    for name in [*LAUNCHERS, *side]:
+        path = host.which(name)
+        first_by_real.setdefault(host.realpath(path) if path else f"absent:{name}", name)
+    answers = _launchers(host, list(first_by_real.values()))
+
+    def answer(name: str) -> MpiLauncher:
+        path = host.which(name)
+        if not path:
+            return MpiLauncher(name)
+        first = first_by_real[host.realpath(path)]
+        return answers[first] if first == name else replace(answers[first], name=name, path=path)
+
+    launchers = tuple(answer(name) for name in LAUNCHERS)
     others = []
     for name in side:
-        launcher = answers[name]
+        launcher = answer(name)
         known = {(o.mpi.implementation, o.mpi.version) for o in (*launchers, *others) if o.mpi}
         if launcher.mpi is None or (launcher.mpi.implementation, launcher.mpi.version) not in known:
             others.append(launcher)

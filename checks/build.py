@@ -19,15 +19,10 @@ def _label(launcher) -> str:
 
 
 def _torch_cuda(ctx: Context) -> str | None:
-    """torch's CUDA version from the shared torch_install fact (owned by the GPU checks);
-    None when torch is CPU-only, absent, or the fact is not available."""
-    try:
-        install = ctx.facts.torch_install
-    except AttributeError:
-        return None
-    if not getattr(install, "installed", False):
-        return None
-    return getattr(install, "cuda", None) or None
+    """torch's CUDA version from the shared torch_install fact; None when torch is CPU-only or
+    absent."""
+    install = ctx.facts.torch_install
+    return (install.cuda or None) if install.installed else None
 
 
 # --- MPI --------------------------------------------------------------------------------------

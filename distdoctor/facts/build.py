@@ -469,7 +469,7 @@ def probe_torch_distributed(host, timeout: float = TORCH_PROBE_TIMEOUT) -> dict:
 @fact
 def torch_distributed(facts) -> TorchDistributed:
     host = facts.host
-    found = host.distribution_metadata("torch")
+    found = facts.torch_distribution
     if found is None:
         return TorchDistributed(False)
     version, location, metadata = found

@@ -33,9 +33,16 @@ class TorchInstall:
 
 
 @fact
+def torch_distribution(facts) -> tuple[str, str, str] | None:
+    """(version, site folder, METADATA text) of the installed torch, looked up once for the gpu
+    and build areas; None when torch is not installed."""
+    return facts.host.distribution_metadata("torch")
+
+
+@fact
 def torch_install(facts) -> TorchInstall:
     host = facts.host
-    found = host.distribution_metadata("torch")
+    found = facts.torch_distribution
     if found is None:
         return TorchInstall(False)
     dist_version, site, _metadata = found

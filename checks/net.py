@@ -298,7 +298,7 @@ def _spans_nodes(ctx: Context) -> bool:
     rc = ctx.run_context
     if rc.world_size and rc.local_world_size and rc.world_size > rc.local_world_size:
         return True
-    options = getattr(ctx.facts, "options", None) or {}
+    options = ctx.facts.options
     if isinstance(options, dict) and len(options.get("hosts") or []) > 1:
         return True
     master = env.get("MASTER_ADDR", "").strip()

@@ -201,12 +201,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if (args.only and not chosen):
         raise UsageError(f"--only {','.join(_split(args.only))} matches no check (see `distdoctor list`)")
 
-    facts = Facts(host, config)
-    facts.options = {  # inputs from the command line that facts (the host list) read
+    facts = Facts(host, config, options={
         "hosts": _split(args.hosts), "hostfile": args.hostfile, "horovod_hosts": args.horovod_hosts,
         "ports": _split([args.ports]) if args.ports else [],
         "probe_torch": args.probe_torch,
-    }
+    })
     total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
     jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
     if jobs < 1 or total_timeout <= 0:

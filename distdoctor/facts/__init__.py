@@ -47,9 +47,11 @@ class _Failed:
 
 
 class Facts:
-    def __init__(self, host, config: Any = None):
+    def __init__(self, host, config: Any = None, options: dict[str, Any] | None = None):
         self.host = host
         self.config = config
+        # Inputs from the command line that some facts read (--hosts, --probe-torch, ...).
+        self.options: dict[str, Any] = dict(options or {})
         self._values: dict[str, Any] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()

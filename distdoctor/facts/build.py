@@ -476,7 +476,7 @@ def torch_distributed(facts) -> TorchDistributed:
     requirement = None
     if m := _REQUIRES_NCCL.search(metadata):
         requirement = (m[1].lower(), m[2] or "")
-    options = getattr(facts, "options", None) or {}
+    options = facts.options
     if options.get("probe_torch"):
         data = probe_torch_distributed(host)
         if "error" not in data:

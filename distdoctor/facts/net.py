@@ -221,7 +221,7 @@ def peers(facts) -> list[Peer]:
     if comm_id:
         name = comm_id[1:].split("]", 1)[0] if comm_id.startswith("[") else comm_id.rsplit(":", 1)[0]
         wanted.append((name, "NCCL_COMM_ID"))
-    options = getattr(facts, "options", None) or {}
+    options = facts.options
     for expr in options.get("hosts", []) if isinstance(options, dict) else []:
         try:
             names = hostlist.expand(expr)

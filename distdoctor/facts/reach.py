@@ -156,7 +156,7 @@ def slurm_targets(host, env: Mapping[str, str]) -> Targets:
 @fact
 def reach_targets(facts) -> Targets:
     """Hosts named on the command line, else the current Slurm job's nodes."""
-    options = getattr(facts, "options", None) or {}
+    options = facts.options
     ports, port_problems = parse_ports(options.get("ports") or [])
     if options.get("hosts") or options.get("hostfile") or options.get("horovod_hosts") is not None:
         found = collect_targets(facts.host, hosts=options.get("hosts") or [], hostfile=options.get("hostfile"),

@@ -377,7 +377,9 @@ class NodeGpus:
 def node_gpus(facts) -> NodeGpus:
     """The GPUs this node shows to this process (nvidia-smi honours the job's device cgroup,
     not CUDA_VISIBLE_DEVICES)."""
-    run = facts.host.run(["nvidia-smi", "-L"], timeout=15)
+    # Through the gpu area's runner: on a node whose GPU fell off the bus nvidia-smi hangs,
+    # and the runner makes that cost one timeout for the whole report, not one per area.
+    run = facts.nvidia_smi.run("-L")
     if not run.ok:
         if run.missing:
             return NodeGpus(None, "nvidia-smi is not installed on this node")

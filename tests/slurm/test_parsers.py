@@ -128,3 +128,16 @@ def test_node_gpus_counts_whole_gpus_through_the_gpu_parser(stdout, gpus, error)
     node = Facts(FakeHost(commands={("nvidia-smi", "-L"): stdout})).node_gpus
     assert node.gpus == gpus
     assert error in (node.error or "")
+
+
+def test_a_hung_nvidia_smi_is_asked_once_for_slurm_and_gpu_areas_together():
+    from distdoctor.facts import Facts
+    from distdoctor.host import CommandResult
+    from distdoctor.testing import FakeHost
+
+    hung = CommandResult(("nvidia-smi", "-L"), None, duration=8.0, timed_out=True)
+    host = FakeHost(commands={"nvidia-smi": hung})
+    facts = Facts(host)
+    assert facts.node_gpus.gpus is None and "did not finish" in facts.node_gpus.error
+    assert facts.gpu_driver.problem.state == "hung"
+    assert [c for c in host.calls if c[0] == "nvidia-smi"] == [("nvidia-smi", "-L")]

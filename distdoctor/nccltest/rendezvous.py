@@ -15,6 +15,8 @@ from typing import Mapping
 
 from distdoctor import hostlist
 from distdoctor.launch import detect_context
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.slurm import parse_counts
 
 # Derived ports stay below Linux's ephemeral range (32768-60999), so a derived rendezvous
 # port never collides with a socket some other process got from the kernel.
@@ -80,22 +82,14 @@ def step_hosts(env: Mapping[str, str]) -> list[str]:
         return []
 
 
-def expand_tasks_per_node(text: str) -> list[int]:
-    """Slurm's compressed `2(x3),1` -> [2, 2, 2, 1]; [] when malformed."""
-    counts: list[int] = []
-    for piece in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", piece)
-        if not match:
-            return []
-        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
-    return counts
-
-
 def expected_rank_hosts(env: Mapping[str, str]) -> dict[int, str]:
     """Where Slurm placed each rank of the step, when it can be known from the environment
     (block distribution, the default): rank -> host. {} otherwise."""
     hosts = step_hosts(env)
-    counts = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")
+    try:
+        counts = parse_counts(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")
+    except ParseError:  # absent or malformed: slurm.task-counts reports it; here it only means "unknown"
+        counts = []
     distribution = (env.get("SLURM_DISTRIBUTION") or "block").split(":")[0]
     if not hosts or len(counts) != len(hosts) or distribution not in ("block", ""):
         return {}

@@ -3,7 +3,7 @@ import re
 import pytest
 
 from distdoctor.nccltest.rendezvous import (PORT_BASE, PORT_SPAN, RendezvousError, endpoint,
-                                            expand_tasks_per_node, expected_rank_hosts, identity)
+                                            expected_rank_hosts, identity)
 from tests.conftest import data_path
 
 
@@ -89,5 +89,4 @@ def test_rank_placement_from_slurm_step():
     env = labelled_env("slurm_env_egrep_hpmpi_srun_step_rank1.txt", "")
     assert expected_rank_hosts(env) == {0: "node1", 1: "node1", 2: "node2", 3: "node2"}
     assert expected_rank_hosts(dict(env, SLURM_DISTRIBUTION="cyclic")) == {}
-    assert expand_tasks_per_node("3,1(x3)") == [3, 1, 1, 1]
-    assert expand_tasks_per_node("2(x") == []
+    assert expected_rank_hosts(dict(env, SLURM_STEP_TASKS_PER_NODE="2(x")) == {}  # malformed: unknown

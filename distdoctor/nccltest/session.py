@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import json
 import secrets
-import socket
 import sys
 import threading
 import time
@@ -40,7 +39,14 @@ PHASE_CHECK = {"rendezvous": "nccl-test.rendezvous", "mesh": "nccl-test.mesh", "
                "all-gather": "nccl-test.all-gather", "bench": "nccl-test.bench", "results": "nccl-test.init"}
 
 
-def wait_for_port(addr: str, port: int, deadline: float) -> str:
+_CONNECT_WHY = {
+    "timeout": "connection timed out (a firewall dropping packets, or a wrong address)",
+    "refused": "connection refused (nothing listens there yet: rank 0 not started, or a wrong "
+               "MASTER_ADDR/MASTER_PORT)",
+}
+
+
+def wait_for_port(host, addr: str, port: int, deadline: float) -> str:
     """'' once addr:port accepts connections, else why not at the deadline. Retrying here,
     rather than in TCPStore, lets the report say refused / timed out / no route."""
     last = ""
@@ -48,17 +54,12 @@ def wait_for_port(addr: str, port: int, deadline: float) -> str:
         left = deadline - time.monotonic()
         if left <= 0 and last:
             return last
-        try:
-            with socket.create_connection((addr, port), timeout=min(2.0, max(0.1, left))):
-                return ""
-        except socket.timeout:
-            last = "connection timed out (a firewall dropping packets, or a wrong address)"
-        except socket.gaierror as exc:
-            last = f"cannot resolve {addr}: {exc.strerror}"
-        except OSError as exc:
-            last = {111: "connection refused (nothing listens there yet: rank 0 not started, or a wrong "
-                         "MASTER_ADDR/MASTER_PORT)", 113: "no route to host", 101: "network unreachable"}.get(
-                exc.errno, exc.strerror or str(exc))
+        result = host.connect(addr, port, timeout=min(2.0, max(0.1, left)))
+        if result.ok:
+            return ""
+        last = _CONNECT_WHY.get(result.error, result.error)
+        if result.error.startswith("name not resolved: "):
+            last = f"cannot resolve {addr}: {result.error[len('name not resolved: '):]}"
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
@@ -566,7 +567,7 @@ class RankRun:
     def follow(self, fp: dict[str, Any], listener) -> int:
         e = self.endpoint
         self.log(f"rendezvous at {e.addr}:{e.port} ({e.addr_why})")
-        why = wait_for_port(e.addr, e.port, self.phase_deadline())
+        why = wait_for_port(self.host, e.addr, e.port, self.phase_deadline())
         if why:
             home = expected_rank_hosts(self.host.env).get(0)
             self.say(f"cannot reach the rendezvous at {e.addr}:{e.port} ({e.addr_why}) within "

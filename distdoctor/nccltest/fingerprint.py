@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from distdoctor import __version__
+from distdoctor.facts import Facts
 from distdoctor.nccltest.interface import Choice
 from distdoctor.nccltest.rendezvous import Identity
 
@@ -53,15 +54,13 @@ def _torch_facts(torch: Any, local_rank: int) -> dict[str, Any]:
     return facts
 
 
-def nccl_prediction(host, route_interface: str) -> dict[str, Any]:
+def nccl_prediction(facts, route_interface: str) -> dict[str, Any]:
     """What NCCL itself would advertise on this rank (the net area's model of NCCL's interface
     choice, checked against the real libnccl in its tests), and whether that can reach the
     others: a virtual or link-local-only interface that is not the one routing to rank 0 is
     the classic veth/docker0 hang."""
-    from distdoctor.facts import Facts
     from distdoctor.nccl_socket import predict_nccl_interfaces
 
-    facts = Facts(host)
     try:
         table = facts.interfaces
         choice = predict_nccl_interfaces(table.interfaces, facts.nccl_settings)
@@ -89,24 +88,23 @@ def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]
         driver = driver_version(host.read_text("/proc/driver/nvidia/version"))
     except OSError:
         driver = ""
-    try:
-        memlock = host.rlimit("memlock")[0]
-    except (OSError, ValueError):
-        memlock = None
-    shm = host.disk_usage("/dev/shm")
+    # The same facts `distdoctor check` reads, so both commands describe a node alike.
+    facts = Facts(host)
+    memlock = facts.memlock.soft
+    shm = facts.shm.total
     fp: dict[str, Any] = {
         "rank": ident.rank, "local_rank": ident.local_rank, "world_size": ident.world_size,
         "host": host.hostname(), "boot_id": boot_id, "pid": host.pid(),
         "interface": choice.name, "address": choice.address,
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
         "driver": driver, "python": host.python_version(), "distdoctor": __version__,
-        "memlock_kib": memlock if memlock is None or memlock < 0 else memlock // 1024,
-        "shm_bytes": shm[0] if shm else None,
+        "memlock_kib": memlock if memlock < 0 else memlock // 1024,
+        "shm_bytes": shm,
         "slurm": {k: env.get(v, "") for k, v in (("job", "SLURM_JOB_ID"), ("step", "SLURM_STEP_ID"),
                                                   ("node", "SLURMD_NODENAME"), ("node_id", "SLURM_NODEID"))},
         "env": {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)},
         "executable": sys.executable,
     }
     fp.update(_torch_facts(torch, ident.local_rank))
-    fp.update(nccl_prediction(host, choice.name))
+    fp.update(nccl_prediction(facts, choice.name))
     return fp

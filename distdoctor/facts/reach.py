@@ -132,24 +132,15 @@ def collect_targets(host, *, hosts: Sequence[str] = (), hostfile: str | None = N
     return Targets(tuple(unique), origin, tuple(problems))
 
 
-def slurm_targets(host, env: Mapping[str, str]) -> Targets:
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
-    if not nodelist.strip():
+def slurm_targets(slurm) -> Targets:
+    """The job's nodes, as the slurm area expanded them (scontrol where it runs, else the
+    library), from the slurm_env fact."""
+    name = next((n for n in ("SLURM_JOB_NODELIST", "SLURM_NODELIST") if slurm.raw.get(n, "").strip()), None)
+    if name is None:
         return Targets()
-    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "?"
-    origin = f"Slurm job {job}"
-    names: list[str] = []
-    problems: list[str] = []
-    if host.which("scontrol"):
-        result = host.run(["scontrol", "show", "hostnames", nodelist], timeout=5)
-        if result.ok:
-            names = result.stdout.split()
-    if not names:
-        try:
-            names = hostlist.expand(nodelist)
-        except hostlist.HostlistError as exc:
-            problems.append(f"SLURM_JOB_NODELIST={nodelist!r}: {exc}")
-    hosts, bad = _named(names, origin, "SLURM_JOB_NODELIST")
+    origin = f"Slurm job {slurm.job_id or '?'}"
+    problems = [f"{p.name}={p.value!r}: {p.message}" for p in slurm.problems if p.name == name]
+    hosts, bad = _named(list(slurm.nodelists.get(name, ())), origin, name)
     return Targets(tuple(hosts), origin, tuple(problems + bad))
 
 
@@ -162,7 +153,7 @@ def reach_targets(facts) -> Targets:
         found = collect_targets(facts.host, hosts=options.get("hosts") or [], hostfile=options.get("hostfile"),
                                 horovod_hosts=options.get("horovod_hosts"))
     else:
-        found = slurm_targets(facts.host, facts.host.env)
+        found = slurm_targets(facts.slurm_env)
     return Targets(found.hosts, found.origin, found.problems, ports, port_problems)
 
 

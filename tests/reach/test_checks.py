@@ -140,7 +140,7 @@ def test_slurm_nodelist_is_used_and_ssh_failures_only_warn():
 
 def test_slurm_nodelist_without_scontrol_uses_hostlist():
     host = FakeHost(env={"SLURM_JOB_ID": "7", "SLURM_NODELIST": "n[08-10]"})
-    targets = R.slurm_targets(host, host.env)
+    targets = R.slurm_targets(Facts(host).slurm_env)
     assert [t.name for t in targets.hosts] == ["n08", "n09", "n10"]
 
 
@@ -294,3 +294,10 @@ def test_connection_closed_before_key_exchange_points_at_maxstartups():
     findings = run_check(reach.hosts, host, {"hosts": ["c1"]})
     assert findings[1].summary == "ssh to c1: failed (kex_exchange_identification: Connection closed by remote host)"
     assert "MaxStartups" in findings[1].explanation
+
+
+def test_malformed_job_nodelist_is_a_problem_naming_the_variable():
+    host = FakeHost(env={"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-"})
+    targets = R.slurm_targets(Facts(host).slurm_env)
+    assert targets.hosts == ()
+    assert targets.problems and targets.problems[0].startswith("SLURM_JOB_NODELIST='n[1-'")

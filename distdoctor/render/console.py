@@ -136,9 +136,9 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
                 console.print(Padding(Text(finding.explanation), (0, 0, 0, 3), expand=False))
             if finding.fix:
                 for fix_line in finding.fix.splitlines():
-                    # Printed without wrapping markers so it can be pasted as is.
-                    console.print(Text("   $ ", style="dim") + Text(fix_line, style="cyan"), overflow="fold",
-                                  crop=False)
+                    # Never wrapped by us: a fix broken over two lines pastes as two commands
+                    # (the tail of a comment would run). The terminal may wrap it visually.
+                    console.print(Text("   $ ", style="dim") + Text(fix_line, style="cyan"), soft_wrap=True)
 
     counts = report.counts()
     summary = Text()

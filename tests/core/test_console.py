@@ -31,3 +31,9 @@ def test_header_and_width():
     out = _render([_run("host.shm-size", Status.OK, "x" * 200)])
     assert out.startswith("distdoctor 0.1.0 · check · host node7 · login node")
     assert max(len(line.rstrip()) for line in out.splitlines()) <= 80
+
+
+def test_a_long_fix_is_never_wrapped_so_it_pastes_as_one_command():
+    fix = "ss -ltnp | grep sshd     # on gpu-node-0042's console: is sshd up, and on which port does it listen?"
+    out = _render([_run("reach.hosts", Status.FAIL, "ssh port 22 on gpu-node-0042: connection refused", fix=fix)])
+    assert f"   $ {fix}\n" in out

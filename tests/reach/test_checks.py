@@ -211,7 +211,7 @@ def test_table_fits_80_columns():
     console.render(report, console.make_console(buf, width=80, color=False), verbose=True)
     text = buf.getvalue()
     assert "hostkey changed" in text and "key denied" in text
-    assert max(len(line) for line in text.splitlines()) <= 80
+    assert max(len(line) for line in text.splitlines() if not line.startswith("   $ ")) <= 80  # fixes stay whole
 
 
 def test_long_lists_keep_failing_rows():

@@ -138,7 +138,7 @@ def test_console_table_at_80_columns(lab):
     proc = run_cli(lab, "--only", "reach.hosts", "--hosts", "ddr-good,ddr-denied,ddr-dropped,ddr-lo")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 80, proc.stdout
+    assert max(len(line) for line in lines if not line.startswith("   $ ")) <= 80, proc.stdout  # fixes stay whole
     # (the renderer may indent the table under its check)
     header = next(line for line in lines if line.split()[:2] == ["host", "name"])
     assert header.split() == ["host", "name", "tcp/ssh", "ssh"]

@@ -298,8 +298,7 @@ def _spans_nodes(ctx: Context) -> bool:
     rc = ctx.run_context
     if rc.world_size and rc.local_world_size and rc.world_size > rc.local_world_size:
         return True
-    options = ctx.facts.options
-    if isinstance(options, dict) and len(options.get("hosts") or []) > 1:
+    if len(ctx.facts.options.get("hosts") or []) > 1:
         return True
     master = env.get("MASTER_ADDR", "").strip()
     if master and master not in ("localhost", "127.0.0.1", "::1"):

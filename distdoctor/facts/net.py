@@ -222,7 +222,7 @@ def peers(facts) -> list[Peer]:
         name = comm_id[1:].split("]", 1)[0] if comm_id.startswith("[") else comm_id.rsplit(":", 1)[0]
         wanted.append((name, "NCCL_COMM_ID"))
     options = facts.options
-    for expr in options.get("hosts", []) if isinstance(options, dict) else []:
+    for expr in options.get("hosts") or []:
         try:
             names = hostlist.expand(expr)
         except hostlist.HostlistError:

@@ -14,23 +14,8 @@ from typing import Sequence
 from distdoctor import __version__
 from distdoctor import config as config_mod
 from distdoctor import registry as registry_mod
-from distdoctor.model import CheckInfo, CheckRun, Report, Status
-
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_ERROR = 2
-EXIT_USAGE = 64
-EXIT_OUTPUT = 74
-
-EXIT_CODES_HELP = """\
-exit codes:
-  0   nothing worse than WARN (nothing worse than OK with --fail-on warn)
-  1   at least one FAIL (or a WARN with --fail-on warn)
-  2   no FAIL, but a check ended in ERROR or TIMEOUT: the result is incomplete
-  64  usage error: bad arguments or a malformed config file
-  74  the report could not be written (-o FILE)
-"""
-
+from distdoctor.model import (EXIT_CODES_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT,  # noqa: F401
+                              EXIT_USAGE, CheckInfo, CheckRun, Report, Status, exit_code)
 
 class UsageError(Exception):
     pass
@@ -142,17 +127,6 @@ def write_output(text: str, path: str | None) -> None:
         except OSError:
             pass
         raise
-
-
-def exit_code(runs: Sequence[CheckRun], fail_on: str) -> int:
-    statuses = {r.status for r in runs}
-    if Status.FAIL in statuses:
-        return EXIT_FAIL
-    if statuses & {Status.ERROR, Status.TIMEOUT}:
-        return EXIT_ERROR
-    if fail_on == "warn" and Status.WARN in statuses:
-        return EXIT_FAIL
-    return EXIT_OK
 
 
 def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:

@@ -32,6 +32,36 @@ _SEVERITY = {
 }
 
 
+# Exit codes of every command. They live with the report model, not the CLI, so that every
+# command (check, nccl-test, fleet, log, health) derives its code from its runs the same way.
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_ERROR = 2
+EXIT_USAGE = 64
+EXIT_OUTPUT = 74
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0   nothing worse than WARN (nothing worse than OK with --fail-on warn)
+  1   at least one FAIL (or a WARN with --fail-on warn)
+  2   no FAIL, but a check ended in ERROR or TIMEOUT: the result is incomplete
+  64  usage error: bad arguments or a malformed config file
+  74  the report could not be written (-o FILE)
+"""
+
+
+def exit_code(runs, fail_on: str = "fail") -> int:
+    """The documented exit code for a set of check runs (see EXIT_CODES_HELP)."""
+    statuses = {r.status for r in runs}
+    if Status.FAIL in statuses:
+        return EXIT_FAIL
+    if statuses & {Status.ERROR, Status.TIMEOUT}:
+        return EXIT_ERROR
+    if fail_on == "warn" and Status.WARN in statuses:
+        return EXIT_FAIL
+    return EXIT_OK
+
+
 def worst(statuses) -> Status:
     result = Status.SKIP
     for status in statuses:

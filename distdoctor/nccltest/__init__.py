@@ -18,8 +18,8 @@ import os
 import sys
 import time
 
-EXIT_ERROR = 2
-EXIT_USAGE = 64
+from distdoctor.model import EXIT_ERROR, EXIT_USAGE
+
 # Followers wait this much past rank 0's bound, so that rank 0 reports first.
 FOLLOWER_GRACE_S = 2.0
 INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python ({python}).\n"

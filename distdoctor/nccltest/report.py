@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from distdoctor.api import skip
 from distdoctor.model import CheckRun, Finding, RunContext, Status, worst
+from distdoctor.model import exit_code as model_exit_code
 
 TITLES = {
     "nccl-test.launch": "Launch and rendezvous address",
@@ -64,9 +65,7 @@ class Recorder:
 
 
 def exit_code(runs: Sequence[CheckRun]) -> int:
-    from distdoctor.cli import exit_code as cli_exit_code
-
-    return cli_exit_code(runs, "fail")
+    return model_exit_code(runs, "fail")
 
 
 def build(runs: Sequence[CheckRun], host: str, context: RunContext, started_wall: float,

@@ -1,6 +1,9 @@
 """Cross-rank comparison of fingerprints: what should be identical across a job and is not.
 
-Pure: a list of fingerprints (see fingerprint.py) in, findings out.
+Pure: a list of fingerprints (see fingerprint.py) in, findings out. The agreement rules run on
+the shared comparison engine (distdoctor/compare.py): ranks are the members for per-rank facts,
+hosts for per-node ones. What is not a plain "must agree" (GPU visibility per rank, NCCL's own
+interface choice) stays here.
 """
 
 from __future__ import annotations
@@ -8,78 +11,139 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
+from distdoctor import compare as engine
 from distdoctor.api import fail, ok, warn
-from distdoctor.model import Finding
+from distdoctor.compare import AGREE, DIFFER, Rule, rank_ranges
+from distdoctor.model import Finding, Status
 
-# (key, label, status maker, why it matters)
-_SAME_EVERYWHERE = (
-    ("torch", "torch versions", fail,
-     "ranks with different torch builds can disagree on the collective protocol and hang or crash"),
-    ("nccl", "NCCL versions", fail,
-     "NCCL requires the same version on every rank; mixed versions hang at init or corrupt results"),
-    ("cuda", "CUDA versions of the torch builds", warn,
-     "different CUDA builds of torch usually mean different environments on the nodes"),
-    ("driver", "NVIDIA driver versions", warn,
-     "a driver older than the CUDA runtime fails with 'CUDA driver version is insufficient'"),
-    ("python", "Python versions", warn, "different Python versions mean different environments per node"),
-    ("distdoctor", "distdoctor versions", warn, "the ranks run different distdoctor installs"),
-    ("memlock_kib", "locked-memory limits (ulimit -l, KiB)", warn,
-     "InfiniBand registers memory under this limit; a low value on some nodes makes only those fail"),
-)
+__all__ = ["compare", "fingerprint_table", "ifname_covering", "rank_ranges", "node_key"]
 
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
-    ordered = sorted(set(ranks))
-    parts: list[str] = []
-    start = prev = None
-    for r in ordered:
-        if start is None:
-            start = prev = r
-        elif r == prev + 1:
-            prev = r
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = r
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
+_RANK_FACTS = ("torch", "nccl", "cuda", "driver", "python", "distdoctor", "memlock_kib")
+_ENV_WHY = ("NCCL and gloo settings should be the same on every rank; a setting present on only some nodes "
+            "usually comes from a per-node profile or a job script that exports it on one host")
 
 
 def node_key(fp: dict[str, Any]) -> str:
     return str(fp.get("host", "?"))
 
 
-def _groups(fps: Sequence[dict[str, Any]], value) -> "OrderedDict[Any, list[dict]]":
-    groups: OrderedDict[Any, list[dict]] = OrderedDict()
-    for fp in sorted(fps, key=lambda f: f.get("rank", 0)):
-        groups.setdefault(value(fp), []).append(fp)
-    return groups
+class _Job:
+    """The ranks of one comparison: which host each rank is on, and how the job was launched,
+    for summaries and fixes that must name hosts rather than ranks."""
+
+    def __init__(self, fps: Sequence[dict[str, Any]]):
+        self.fps = sorted(fps, key=lambda f: f.get("rank", 0))
+        self.host_of = {str(fp.get("rank", 0)): node_key(fp) for fp in self.fps}
+        self.slurm = any((fp.get("slurm") or {}).get("job") for fp in self.fps)
+
+    def hosts(self, members: Iterable[str]) -> str:
+        return engine.fold(sorted({self.host_of.get(m, m) for m in members}))
+
+    def ranks_on_hosts(self, members: Iterable[str]) -> str:
+        ranks = [int(m) for m in members]
+        hosts = sorted({self.host_of.get(str(r), "?") for r in ranks})
+        return (f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} "
+                f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''})")
+
+    # --- fixes that depend on the values and hosts --------------------------------------------
+
+    def install_fix(self, package: str):
+        def fix(diff: engine.Difference) -> str:
+            if diff.reference is None:
+                return f"# install one {package} version on {self.hosts(diff.outliers)} and the rest (one image)"
+            return (f"clush -w {self.hosts(diff.outliers)} -- python3 -m pip install {package}=={diff.reference}"
+                    f"   # or run every node from one image")
+        return fix
+
+    def memlock_fix(self, diff: engine.Difference) -> str:
+        # RDMA wants the limit unlimited, not the majority value. Under Slurm the tasks inherit it
+        # from slurmd, so the daemon's unit is what to change on the nodes that are short.
+        hosts = self.hosts(m for g in diff.groups if not _unlimited(g.value) for m in g.members)
+        if self.slurm:
+            return (f"clush -w {hosts} -- 'mkdir -p /etc/systemd/system/slurmd.service.d && "
+                    f"printf \"[Service]\\nLimitMEMLOCK=infinity\\n\" > /etc/systemd/system/slurmd.service.d/memlock.conf "
+                    f"&& systemctl daemon-reload && systemctl restart slurmd'")
+        return (f"clush -w {hosts} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'"
+                f"   # then start the job's daemons/sessions again on those nodes")
+
+    def rules(self, env_names: Sequence[str]) -> tuple[Rule, ...]:
+        return (
+            Rule("torch", "torch version", AGREE, Status.FAIL,
+                 "ranks with different torch builds can disagree on the collective protocol and hang or crash",
+                 fix=self.install_fix("torch")),
+            Rule("nccl", "NCCL version", AGREE, Status.FAIL,
+                 "NCCL requires the same version on every rank; mixed versions hang at init or corrupt results"),
+            Rule("cuda", "CUDA version of the torch build", AGREE, Status.WARN,
+                 "different CUDA builds of torch usually mean different environments on the nodes"),
+            Rule("driver", "NVIDIA driver version", AGREE, Status.WARN,
+                 "a driver older than the CUDA runtime fails with 'CUDA driver version is insufficient'"),
+            Rule("python", "Python version", AGREE, Status.WARN,
+                 "different Python versions mean different environments per node"),
+            Rule("distdoctor", "distdoctor version", AGREE, Status.WARN, "the ranks run different distdoctor installs",
+                 fix=self.install_fix("distdoctor")),
+            Rule("memlock_kib", "locked-memory limit (ulimit -l, KiB)", AGREE, Status.WARN,
+                 "InfiniBand registers memory under this limit; a low value on some nodes makes only those fail",
+                 fix=self.memlock_fix),
+            Rule("gpu_slot", "GPU", DIFFER, Status.FAIL,
+                 "NCCL refuses two ranks on one GPU ('Duplicate GPU detected')",
+                 fix="# in the training script: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), and give "
+                     "every rank of a node the same CUDA_VISIBLE_DEVICES"),
+        ) + tuple(Rule(f"env.{name}", name, AGREE, Status.WARN, _ENV_WHY, fix=_env_fix(name))
+                  for name in env_names)
+
+    def members(self, env_names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        members = {}
+        for fp in self.fps:
+            facts = {k: fp.get(k) for k in _RANK_FACTS}
+            if _unlimited(facts["memlock_kib"]):
+                facts["memlock_kib"] = "unlimited"
+            if fp.get("gpu_uuid"):
+                facts["gpu_slot"] = f"{node_key(fp)} {fp['gpu_uuid']}"
+            env = fp.get("env") or {}
+            facts.update({f"env.{name}": env.get(name, "") for name in env_names})
+            members[str(fp.get("rank", 0))] = facts
+        return members
 
 
-def _describe(groups: "OrderedDict[Any, list[dict]]") -> str:
-    parts = []
-    for val, members in groups.items():
-        hosts = sorted({node_key(m) for m in members})
-        shown = "(unset)" if val in (None, "") else val
-        parts.append(f"{shown} on rank{'s' if len(members) > 1 else ''} {rank_ranges(m['rank'] for m in members)} "
-                     f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''})")
-    return "; ".join(parts)
+NODE_RULES = (
+    Rule("gpu_name", "GPU model", AGREE, Status.WARN,
+         "NCCL runs at the speed of the slowest GPU; mixed models are usually a scheduling mistake",
+         fix="# request one GPU type for the job: srun --gres=gpu:<type>:<count> ..."),
+    Rule("gpu_count", "GPU count per node", AGREE, Status.WARN,
+         "ranks per node usually equal GPUs per node; a node showing fewer GPUs has a failed GPU or a "
+         "different CUDA_VISIBLE_DEVICES"),
+)
 
 
-def _version_fix(key: str, groups: "OrderedDict[Any, list[dict]]") -> str:
-    majority = max(groups, key=lambda v: len(groups[v]))
-    if key == "torch" and majority:
-        return f"pip install torch=={majority}   # on the nodes that differ, or run every node from one image"
-    return f"# install the same {key} on every node ({majority} on most ranks), e.g. one container image"
+def _unlimited(value: Any) -> bool:
+    """memlock_kib is -1 for 'unlimited' (RLIM_INFINITY)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value < 0
+    return value is not None and engine.matches_expectation(value, "unlimited")
 
 
-def _env_fix(name: str, groups: "OrderedDict[Any, list[dict]]") -> str:
-    values = [v for v in groups if v is not None]
-    if len(values) == 1:
-        return (f"export {name}={values[0]}   # for every rank, before srun/mpirun (mpirun -x {name}); "
-                f"or unset it where it is set")
-    return f"export {name}=<one value>   # for every rank, before srun/mpirun (mpirun -x {name})"
+def _env_fix(name: str):
+    def fix(diff: engine.Difference) -> str:
+        values = [g.value for g in diff.groups if g.value not in (None, "", engine.ABSENT)]
+        if len(values) == 1:
+            return (f"export {name}={values[0]}   # for every rank, before srun/mpirun (mpirun -x {name}); "
+                    f"or unset it where it is set")
+        return f"# set {name} to one value for every rank, before srun/mpirun (mpirun -x {name})"
+    return fix
+
+
+def ifname_covering(names: Iterable[str]) -> str:
+    """The NCCL_SOCKET_IFNAME value that selects exactly these names on every node. Loopback is
+    never offered: ranks on rank 0's own host reach it over lo, which no other node can use."""
+    chosen = sorted({n for n in names if n and not n.startswith("lo")})
+    return "=" + ",".join(chosen) if chosen else ""
+
+
+def _ifname_fix(names: Iterable[str]) -> str:
+    value = ifname_covering(names)
+    if not value:
+        return "# set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes (see `ip -br addr`)"
+    return f"export NCCL_SOCKET_IFNAME={value}"
 
 
 def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
@@ -99,18 +163,11 @@ def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
     return True
 
 
-def ifname_covering(names: Iterable[str]) -> str:
-    """The NCCL_SOCKET_IFNAME value that selects exactly these names on every node."""
-    return "=" + ",".join(sorted(set(names)))
-
-
 def _nccl_interfaces(fps: Sequence[dict[str, Any]], route_by_node: dict) -> list[Finding]:
     """NCCL's own interface choice on each rank (fingerprint.nccl_prediction): the ranks where it
     finds none, and the ones where it would advertise a virtual interface the others cannot reach."""
     findings: list[Finding] = []
-    route_names = {n for names in route_by_node.values() for n in names}
-    fix = f"export NCCL_SOCKET_IFNAME={ifname_covering(route_names)}" if route_names else \
-        "export NCCL_SOCKET_IFNAME=<the interface that reaches the other nodes>"
+    fix = _ifname_fix(n for names in route_by_node.values() for n in names)
     none = [fp for fp in fps if fp.get("nccl_error")]
     if none:
         findings.append(fail(
@@ -134,39 +191,30 @@ def _nccl_interfaces(fps: Sequence[dict[str, Any]], route_by_node: dict) -> list
 
 
 def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
+    job = _Job(fps)
+    env_names = [n for n in sorted({k for fp in fps for k in (fp.get("env") or {})}) if not _per_node_ifname(n, fps)]
     findings: list[Finding] = []
-    for key, label, make, why in _SAME_EVERYWHERE:
-        groups = _groups(fps, lambda fp, k=key: fp.get(k))
-        if len(groups) > 1:
-            findings.append(make(f"{label} differ between ranks: {_describe(groups)}", subject=key,
-                                 explanation=why, fix=_version_fix(key, groups),
-                                 evidence={key: {str(fp["rank"]): fp.get(key) for fp in fps}}))
+    for diff in engine.compare(job.members(env_names), job.rules(env_names)):
+        found = engine.to_finding(diff, noun="rank", names=job.ranks_on_hosts)
+        subject = diff.key[4:] if diff.key.startswith("env.") else diff.key
+        if diff.key == "gpu_slot":
+            subject = job.host_of.get(diff.outliers[0], "?")
+        findings.append(Finding(found.status, found.summary, subject, found.explanation, found.fix, found.evidence))
 
-    by_node = _groups(fps, node_key)
-    gpu_models = _groups(fps, lambda fp: fp.get("gpu_name") or None)
-    if len([g for g in gpu_models if g]) > 1:
-        findings.append(warn(f"different GPU models: {_describe(gpu_models)}", subject="gpu_name",
-                             explanation="NCCL runs at the speed of the slowest GPU; mixed models are "
-                             "usually a scheduling mistake", fix="srun --gres=gpu:<type>:<count> ...   # request one GPU type"))
-    counts = {node: members[0].get("gpu_count", 0) for node, members in by_node.items()}
-    if len(set(counts.values())) > 1:
-        findings.append(warn("different GPU counts per node: " + ", ".join(f"{n}: {c}" for n, c in counts.items()),
-                             subject="gpu_count", evidence={"gpu_count": counts},
-                             explanation="ranks per node usually equal GPUs per node; a node showing fewer "
-                             "GPUs has a failed GPU or a different CUDA_VISIBLE_DEVICES"))
+    by_node: "OrderedDict[str, list[dict]]" = OrderedDict()
+    for fp in job.fps:
+        by_node.setdefault(node_key(fp), []).append(fp)
+    nodes = {node: {"gpu_name": members[0].get("gpu_name") or None, "gpu_count": members[0].get("gpu_count", 0)}
+             for node, members in by_node.items()}
+    for diff in engine.compare(nodes, NODE_RULES):
+        found = engine.to_finding(diff, noun="node")
+        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence))
 
-    uuids = _groups([fp for fp in fps if fp.get("gpu_uuid")], lambda fp: (node_key(fp), fp["gpu_uuid"]))
-    for (node, uuid), members in uuids.items():
-        if len(members) > 1:
-            findings.append(fail(f"ranks {rank_ranges(m['rank'] for m in members)} on {node} use the same GPU "
-                                 f"{uuid}", subject=node,
-                                 explanation="NCCL refuses two ranks on one GPU ('Duplicate GPU detected')",
-                                 fix="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))   # in the training "
-                                 "script, and give every rank of a node the same CUDA_VISIBLE_DEVICES"))
+    findings.extend(_gpu_visibility(job.fps, by_node))
 
-    findings.extend(_gpu_visibility(fps, by_node))
-
-    iface_by_node = {node: sorted({m.get("interface") for m in members if m.get("interface")})
+    # Ranks on rank 0's host reach it over lo: that is not a differently named interface.
+    iface_by_node = {node: sorted({m.get("interface") for m in members
+                                   if m.get("interface") and not m["interface"].startswith("lo")})
                      for node, members in by_node.items()}
     names = {n for names in iface_by_node.values() for n in names}
     if len(names) > 1 and len(by_node) > 1:
@@ -176,20 +224,9 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
             subject="interface", evidence={"interfaces": iface_by_node},
             explanation="one NCCL_SOCKET_IFNAME must match an interface on every node, or NCCL picks "
             "something else on the nodes it does not match",
-            fix=f"export NCCL_SOCKET_IFNAME={ifname_covering(names)}"))
+            fix=_ifname_fix(names)))
 
-    findings.extend(_nccl_interfaces(fps, iface_by_node))
-
-    env_keys = sorted({k for fp in fps for k in (fp.get("env") or {})})
-    for name in env_keys:
-        groups = _groups(fps, lambda fp, n=name: (fp.get("env") or {}).get(n))
-        if len(groups) > 1 and not _per_node_ifname(name, fps):
-            findings.append(warn(f"{name} differs between ranks: {_describe(groups)}", subject=name,
-                                 evidence={name: {str(fp["rank"]): (fp.get("env") or {}).get(name) for fp in fps}},
-                                 explanation="NCCL and gloo settings should be the same on every rank; a "
-                                 "setting present on only some nodes usually comes from a per-node profile "
-                                 "or a job script that exports it on one host",
-                                 fix=_env_fix(name, groups)))
+    findings.extend(_nccl_interfaces(job.fps, iface_by_node))
     if not findings:
         findings.append(ok(f"{len(fps)} ranks on {len(by_node)} host{'s' if len(by_node) != 1 else ''} agree on "
                            "versions, GPUs, interfaces and NCCL/gloo settings"))

@@ -38,6 +38,25 @@ def test_interface_names_per_node_give_one_ifname_for_all():
     assert iface.fix == "export NCCL_SOCKET_IFNAME==ens14f0,ens5"
 
 
+def test_loopback_is_never_offered_to_nccl():
+    """Ranks on rank 0's host route to it over lo: neither a difference nor part of the fix."""
+    findings = compare(job(r1={"interface": "lo"}, r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
+    (iface,) = [f for f in findings if f.subject == "interface"]
+    assert iface.fix == "export NCCL_SOCKET_IFNAME==ens14f0,ens5" and "lo" not in iface.summary
+    assert ifname_covering(["lo", "lo0"]) == ""
+    assert [f.status for f in compare(job(r1={"interface": "lo"}))] == [Status.OK]
+
+
+def test_memlock_difference_fix_targets_the_short_nodes_slurmd_and_asks_for_unlimited():
+    slurm = {"job": "42"}
+    fps = job(r0={"slurm": slurm}, r1={"slurm": slurm}, r2={"slurm": slurm, "memlock_kib": 8192},
+              r3={"slurm": slurm, "memlock_kib": 8192})
+    (mem,) = [f for f in compare(fps) if f.subject == "memlock_kib"]
+    assert mem.fix.startswith("clush -w n2 -- ") and "LimitMEMLOCK=infinity" in mem.fix
+    plain = [f for f in compare(job(r3={"memlock_kib": 8192})) if f.subject == "memlock_kib"][0]
+    assert "memlock unlimited" in plain.fix and plain.fix.startswith("clush -w n2 -- ")
+
+
 def test_environment_set_on_one_node_only():
     findings = compare(job(r2={"env": {"NCCL_IB_DISABLE": "1"}}, r3={"env": {"NCCL_IB_DISABLE": "1"}}))
     (env,) = [f for f in findings if f.subject == "NCCL_IB_DISABLE"]
@@ -69,12 +88,12 @@ def test_socket_ifname_naming_each_nodes_own_interface_is_not_a_difference():
                 r2={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}},
                 r3={"interface": "ib0", "env": {"NCCL_SOCKET_IFNAME": "eth"}})
     (finding,) = [f for f in compare(wrong) if f.subject == "NCCL_SOCKET_IFNAME"]
-    assert finding.fix.startswith("export NCCL_SOCKET_IFNAME=<one value>")
+    assert finding.fix.startswith("# set NCCL_SOCKET_IFNAME to one value for every rank")
 
 
 def test_fixes_are_ready_to_paste():
     findings = {f.subject: f for f in compare(job(r3={"torch": "2.2.1", "env": {"NCCL_IB_DISABLE": "1"}}))}
-    assert findings["torch"].fix.startswith("pip install torch==2.3.0")
+    assert findings["torch"].fix.startswith("clush -w n2 -- python3 -m pip install torch==2.3.0")
     assert findings["NCCL_IB_DISABLE"].fix.startswith("export NCCL_IB_DISABLE=1")
 
 

@@ -1,0 +1,330 @@
+"""The one comparison engine: which facts must agree across the members of a job or fleet, which
+must differ, and who the odd members are.
+
+A *member* is a name and a flat mapping of named facts: a node and its inventory (`fleet`,
+`compare`, `check` under a launcher), a rank and its fingerprint (`nccl-test`), a rank seen in a
+log (`log`). *Rules* are data: "NCCL versions must agree (FAIL)", "boot ids must differ (FAIL)".
+An `[expect]` table pins a fact to a value (NHC-style) and then wins over the majority.
+
+    diffs = compare(members, RULES, expect={"gpu.count": 8})
+    findings = [to_finding(d, noun="node") for d in diffs]
+
+Pure: no I/O. Cost is one pass over the members per concrete key, so 10,000 nodes with a hundred
+facts each compare in well under a second.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from distdoctor.model import Finding, Status
+
+AGREE = "agree"
+DIFFER = "differ"
+ABSENT = "(absent)"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One fact and what must hold for it across members.
+
+    key      fact name; a glob (`env.NCCL_*`, `net.if.*.mtu`) expands to every key present
+    label    the fact in words, for the summary ("NCCL version")
+    must     AGREE: every member has the same value; DIFFER: no two members share a value
+    status   how bad a violation is
+    why      one sentence: what breaks when it does not hold
+    fix      a template for the outliers' fix; fields {nodes} (folded outlier names), {value}
+             (their value), {reference} (majority or expected value), {key}, {label}. Shell that
+             works as printed, or a `# comment`. A callable(Difference) -> str is accepted for fixes
+             that depend on the values.
+    absent   "ignore": members without the fact take no part; "value": a missing fact is a value
+             of its own (a node without NCCL among nodes with it)
+    """
+
+    key: str
+    label: str
+    must: str = AGREE
+    status: Status = Status.WARN
+    why: str = ""
+    fix: str | Callable[["Difference"], str] = ""
+    absent: str = "ignore"
+
+    def for_key(self, key: str) -> "Rule":
+        if key == self.key:
+            return self
+        return Rule(key, self.label.replace("*", _glob_part(self.key, key)), self.must, self.status,
+                    self.why, self.fix, self.absent)
+
+
+@dataclass(frozen=True)
+class Group:
+    value: Any
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Difference:
+    rule: Rule
+    groups: tuple[Group, ...]           # largest first
+    reference: Any = None               # the majority or expected value (None when there is none)
+    basis: str = "majority"             # majority | expected | tie | duplicate
+    outliers: tuple[str, ...] = ()      # members whose value is not the reference (or duplicates)
+    total: int = 0                      # members that took part
+    status: Status = Status.WARN
+
+    @property
+    def key(self) -> str:
+        return self.rule.key
+
+    def outlier_groups(self) -> list[Group]:
+        if self.basis in ("tie", "duplicate"):
+            return list(self.groups)
+        return [g for g in self.groups if _norm(g.value) != _norm(self.reference)
+                or self.basis == "expected" and not matches_expectation(g.value, self.reference)]
+
+
+def compare(members: Mapping[str, Mapping[str, Any]], rules: Sequence[Rule],
+            expect: Mapping[str, Any] | None = None) -> list[Difference]:
+    """Every violated rule and expectation, in rule order (expectations for facts no rule names
+    come last). Rules whose key is a glob expand over the keys any member has."""
+    expect = dict(expect or {})
+    present = _keys(members) if any(_is_glob(r.key) for r in rules) else set()
+    out: list[Difference] = []
+    seen: set[str] = set()
+    for rule in rules:
+        keys = sorted(k for k in present if fnmatch.fnmatchcase(k, rule.key)) if _is_glob(rule.key) else [rule.key]
+        for key in keys:
+            if key in seen:
+                continue
+            seen.add(key)
+            concrete = rule.for_key(key)
+            diff = _expected(members, concrete, expect[key]) if key in expect else _judge(members, concrete)
+            if diff is not None:
+                out.append(diff)
+    for key, wanted in expect.items():
+        if key not in seen:
+            diff = _expected(members, Rule(key, key, AGREE, Status.FAIL, absent="value"), wanted)
+            if diff is not None:
+                out.append(diff)
+    return out
+
+
+def _judge(members: Mapping[str, Mapping[str, Any]], rule: Rule) -> Difference | None:
+    groups = _group(members, rule)
+    total = sum(len(g.members) for g in groups)
+    if rule.must == DIFFER:
+        dups = tuple(g for g in groups if len(g.members) > 1 and g.value != ABSENT)
+        if not dups:
+            return None
+        return Difference(rule, dups, None, "duplicate", tuple(m for g in dups for m in g.members), total,
+                          rule.status)
+    if len(groups) < 2:
+        return None
+    if len(groups[0].members) > len(groups[1].members):
+        ref = groups[0].value
+        outliers = tuple(m for g in groups[1:] for m in g.members)
+        return Difference(rule, groups, ref, "majority", outliers, total, rule.status)
+    return Difference(rule, groups, None, "tie", tuple(m for g in groups for m in g.members), total, rule.status)
+
+
+def _expected(members: Mapping[str, Mapping[str, Any]], rule: Rule, wanted: Any) -> Difference | None:
+    rule = Rule(rule.key, rule.label, AGREE, Status.FAIL if rule.status.severity < Status.FAIL.severity
+                else rule.status, rule.why, rule.fix, "value")
+    groups = _group(members, rule)
+    bad = [g for g in groups if not matches_expectation(g.value, wanted)]
+    if not bad:
+        return None
+    return Difference(rule, groups, wanted, "expected", tuple(m for g in bad for m in g.members),
+                      sum(len(g.members) for g in groups), rule.status)
+
+
+def _group(members: Mapping[str, Mapping[str, Any]], rule: Rule) -> tuple[Group, ...]:
+    buckets: "OrderedDict[Any, tuple[Any, list[str]]]" = OrderedDict()
+    for name, facts in members.items():
+        if rule.key in facts and facts[rule.key] is not None:
+            value = facts[rule.key]
+        elif rule.absent == "value":
+            value = ABSENT
+        else:
+            continue
+        norm = _norm(value)
+        if norm not in buckets:
+            buckets[norm] = (value, [])
+        buckets[norm][1].append(name)
+    ordered = sorted(buckets.values(), key=lambda vm: -len(vm[1]))
+    return tuple(Group(v, tuple(ms)) for v, ms in ordered)
+
+
+# --- expectations -----------------------------------------------------------------------------
+
+_OP = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
+_UNLIMITED = {"unlimited", "infinity", "inf", "-1"}
+
+
+def matches_expectation(value: Any, wanted: Any) -> bool:
+    """`wanted` is a value (equality; numbers compare as numbers, 'unlimited' is infinite) or a
+    string with a comparison operator: ">= 8", "!= 0", "< 9000"."""
+    if isinstance(wanted, str):
+        m = _OP.match(wanted)
+        if m:
+            op, target = m.groups()
+            a, b = _number(value), _number(target)
+            if a is None or b is None:
+                equal = _norm(value) == _norm(target)
+                return equal if op in ("==", ">=", "<=") else (not equal if op == "!=" else False)
+            return {">=": a >= b, "<=": a <= b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b}[op]
+    a, b = _number(value), _number(wanted)
+    if a is not None and b is not None:
+        return a == b
+    return _norm(value) == _norm(wanted)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if not (isinstance(value, float) and math.isnan(value)) else None
+    text = str(value).strip().lower()
+    if text in _UNLIMITED:
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+def fold(names: Iterable[str]) -> str:
+    """Member names as one short expression: ranks as '0-3,7', hosts as ClusterShell's folded
+    NodeSet 'gpu[007,012]'."""
+    names = list(dict.fromkeys(str(n) for n in names))
+    if not names:
+        return ""
+    if all(n.isdigit() for n in names):
+        return rank_ranges(int(n) for n in names)
+    try:
+        from ClusterShell.NodeSet import NodeSet
+
+        return str(NodeSet.fromlist(names))
+    except Exception:  # a name NodeSet cannot hold (brackets, spaces): list them plainly
+        return ",".join(sorted(names))
+
+
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
+    parts: list[str] = []
+    start = prev = None
+    for r in sorted(set(ranks)):
+        if start is None:
+            start = prev = r
+        elif r == prev + 1:
+            prev = r
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = r
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(parts)
+
+
+def show(value: Any) -> str:
+    if value is None or value == "":
+        return "(unset)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) or "(none)"
+    return str(value)
+
+
+def describe(diff: Difference, noun: str = "node", names: Callable[[Iterable[str]], str] = fold) -> str:
+    """One line: what differs, the reference, and who is odd. `names` renders a group of members
+    (nccl-test shows ranks with their hosts)."""
+    label = diff.rule.label
+    if diff.basis == "duplicate":
+        parts = [f"{names(g.members)} share {label} {show(g.value)}" for g in diff.groups]
+        return "; ".join(parts)
+    if diff.basis == "expected":
+        odd = "; ".join(f"{show(g.value)} on {names(g.members)}" for g in diff.outlier_groups())
+        return f"{label} is not the expected {show(diff.reference)}: {odd}"
+    if diff.basis == "tie":
+        return f"{label} differs: " + "; ".join(f"{show(g.value)} on {names(g.members)}" for g in diff.groups)
+    major = diff.groups[0]
+    odd = "; ".join(f"{show(g.value)} on {names(g.members)}" for g in diff.groups[1:])
+    return (f"{label} differs: {odd} (the other {len(major.members)} {_plural(noun, len(major.members))} "
+            f"have {show(major.value)})")
+
+
+def fix_for(diff: Difference) -> str:
+    template = diff.rule.fix
+    nodes = fold(diff.outliers)
+    if callable(template):
+        return template(diff)
+    if not template:
+        if diff.basis == "duplicate":
+            return f"# give {nodes} distinct {diff.rule.label} values"
+        if diff.reference is None:
+            return f"# make {diff.rule.label} the same on {nodes}"
+        return f"# on {nodes}: make {diff.rule.label} {show(diff.reference)}"
+    odd = diff.outlier_groups()
+    return template.format(nodes=nodes, value=show(odd[0].value) if odd else "", reference=show(diff.reference),
+                           key=diff.key, label=diff.rule.label)
+
+
+def to_finding(diff: Difference, noun: str = "node", max_listed: int = 20,
+               names: Callable[[Iterable[str]], str] = fold) -> Finding:
+    """The finding for one difference; evidence keeps folded names, so 10,000 nodes stay small."""
+    groups = {show(g.value): fold(g.members) for g in diff.groups[:max_listed]}
+    evidence = {"fact": diff.key, "basis": diff.basis, "reference": _jsonable(diff.reference),
+                "outliers": fold(diff.outliers), "members": diff.total, "groups": groups}
+    return Finding(diff.status, describe(diff, noun, names), subject=diff.key, explanation=diff.rule.why,
+                   fix=fix_for(diff), evidence=evidence)
+
+
+# --- small pieces -------------------------------------------------------------------------------
+
+def _keys(members: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    keys: set[str] = set()
+    for facts in members.values():
+        keys.update(facts)
+    return keys
+
+
+def _is_glob(key: str) -> bool:
+    return any(c in key for c in "*?[")
+
+
+def _glob_part(pattern: str, key: str) -> str:
+    """What the pattern's one '*' stood for: ('env.*', 'env.NCCL_ALGO') -> 'NCCL_ALGO'."""
+    if pattern.count("*") != 1:
+        return key
+    head, tail = pattern.split("*")
+    return key[len(head):len(key) - len(tail)] if len(key) >= len(head) + len(tail) else key
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _norm(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set)):
+        return tuple(_norm(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return show(value)
+
+
+def _plural(noun: str, n: int) -> str:
+    return noun if n == 1 else noun + "s"

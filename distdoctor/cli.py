@@ -7,12 +7,12 @@ import fnmatch
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Sequence
 
 from distdoctor import __version__
 from distdoctor import config as config_mod
+from distdoctor import output
 from distdoctor import registry as registry_mod
 from distdoctor.model import (EXIT_CODES_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT,  # noqa: F401
                               EXIT_USAGE, CheckInfo, CheckRun, Report, Status, exit_code)
@@ -107,26 +107,9 @@ def load_config(paths: list[str], host) -> config_mod.Config:
         raise UsageError(str(exc)) from None
 
 
-def write_output(text: str, path: str | None) -> None:
-    """To stdout, or to path through a temp file in the same directory and a rename, so a
-    reader (node_exporter, a dashboard) never sees half a report."""
-    if not path:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".distdoctor-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def write_output(text: str, path: str | None, stdout_fd: int = 1) -> None:
+    """The report to stdout or to what -o names (see distdoctor/output.py)."""
+    output.write_report(text, path, stdout_fd)
 
 
 def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:
@@ -161,10 +144,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     host = Host()
     config = load_config(args.config, host)
     if args.output:
-        directory = os.path.dirname(os.path.abspath(args.output)) or "."
-        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-            print(f"distdoctor: cannot write the report to {args.output}: directory {directory} "
-                  f"{'does not exist' if not os.path.isdir(directory) else 'is not writable'}", file=sys.stderr)
+        try:
+            output.check_writable(args.output)
+        except output.OutputError as exc:
+            print(f"distdoctor: {exc}", file=sys.stderr)
             return EXIT_OUTPUT
     registry = registry_mod.load(args.checks_dir, host.env)
     try:
@@ -230,8 +213,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             write_output(text, args.output)
         elif args.output:
             write_output(render(report, "console", args.verbose, True), args.output)
-    except OSError as exc:
-        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
         return EXIT_OUTPUT
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     return exit_code(report.runs, fail_on)

@@ -6,16 +6,31 @@ import argparse
 import fnmatch
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Sequence
 
-from distdoctor import __version__
+from distdoctor import __version__, limits, output
 from distdoctor import config as config_mod
-from distdoctor import output
 from distdoctor import registry as registry_mod
-from distdoctor.model import (EXIT_CODES_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT,  # noqa: F401
-                              EXIT_USAGE, CheckInfo, CheckRun, Report, Status, exit_code)
+from distdoctor.model import (  # noqa: F401
+    EXIT_CODES_HELP,
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    CheckInfo,
+    CheckRun,
+    Report,
+    Status,
+    exit_code,
+)
+
 
 class UsageError(Exception):
     pass
@@ -43,8 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically) instead of stdout")
     check.add_argument("--fail-on", choices=("warn", "fail"), default=None,
                        help="lowest status that makes the exit code non-zero (default: fail)")
-    check.add_argument("--timeout", type=float, default=None, help="bound for the whole run, seconds (default 60)")
-    check.add_argument("--jobs", type=int, default=None, help="checks run in parallel (default 8)")
+    check.add_argument("--timeout", type=limits.arg_seconds, default=None,
+                       help=f"bound for the whole run, seconds (default 60, at most {limits.MAX_SECONDS:g})")
+    check.add_argument("--jobs", type=limits.arg_count(limits.MAX_JOBS), default=None,
+                       help="checks run in parallel (default 8)")
     check.add_argument("--checks-dir", action="append", default=[], metavar="DIR",
                        help="load drop-in check files (*.py) from DIR (repeatable)")
     check.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
@@ -107,12 +124,14 @@ def load_config(paths: list[str], host) -> config_mod.Config:
         raise UsageError(str(exc)) from None
 
 
-def write_output(text: str, path: str | None, stdout_fd: int = 1) -> None:
+def write_output(text: str, path: str | None, stdout_fd: int | None = 1) -> None:
     """The report to stdout or to what -o names (see distdoctor/output.py)."""
     output.write_report(text, path, stdout_fd)
 
 
-def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:
+def render(report: Report, fmt: str, verbose: bool, to_file: bool, stream=None) -> str:
+    """The report as text; a console report for a terminal is printed to stream (the reserved
+    stdout) instead, and "" returned."""
     if fmt == "json":
         from distdoctor.render import json as json_render
 
@@ -129,15 +148,39 @@ def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:
         buf = io.StringIO()
         console_render.render(report, console_render.make_console(buf, width=100, color=False), verbose)
         return buf.getvalue()
-    console_render.render(report, console_render.make_console(), verbose)
+    console_render.render(report, console_render.make_console(stream), verbose)
     return ""
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from distdoctor.engine import build_report, problem_run, run_checks
+def _unknown_selectors(checks: list[CheckInfo], patterns: list[str]) -> list[str]:
+    return [p for p in patterns if not any(_matches(c, p) for c in checks)]
+
+
+def _validate_selection(checks: list[CheckInfo], args: argparse.Namespace) -> None:
+    """--only/--skip name what exists: a typo must not silently run everything (or nothing)."""
+    import difflib
+
+    names = sorted({c.id for c in checks} | {c.area for c in checks} | {t for c in checks for t in c.tags})
+    for option in ("only", "skip"):
+        given = getattr(args, option)
+        patterns = _split(given)
+        if given and not patterns:
+            raise UsageError(f"--{option} {','.join(given)!r} names no check, area or tag")
+        unknown = _unknown_selectors(checks, patterns)
+        if unknown:
+            hints = []
+            for pattern in unknown:
+                close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.6)
+                hints.append(f"{pattern!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+            raise UsageError(f"--{option}: no check, area or tag matches {'; '.join(hints)} "
+                             f"(see `distdoctor list`)")
+
+
+def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
+    from distdoctor.api import Context
+    from distdoctor.engine import Interrupted, build_report, problem_run, run_checks
     from distdoctor.facts import Facts
     from distdoctor.host import Host
-    from distdoctor.api import Context
 
     started_wall = time.time()
     started = time.monotonic()
@@ -149,24 +192,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         except output.OutputError as exc:
             print(f"distdoctor: {exc}", file=sys.stderr)
             return EXIT_OUTPUT
-    registry = registry_mod.load(args.checks_dir, host.env)
+    # Both were range-checked where they were read (argparse, config.load_file). The bound
+    # covers loading the packs too: a pack that hangs at import is abandoned within it.
+    total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
+    jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
+    registry = registry_mod.load(args.checks_dir, host.env, budget=total_timeout / 2)
     try:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageError(str(exc)) from None
+    _validate_selection(registry.sorted(), args)
     chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
     if (args.only and not chosen):
-        raise UsageError(f"--only {','.join(_split(args.only))} matches no check (see `distdoctor list`)")
+        raise UsageError(f"--only {','.join(_split(args.only))} matches no enabled check (see `distdoctor list`)")
 
     facts = Facts(host, config, options={
         "hosts": _split(args.hosts), "hostfile": args.hostfile, "horovod_hosts": args.horovod_hosts,
         "ports": _split([args.ports]) if args.ports else [],
         "probe_torch": args.probe_torch,
     })
-    total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
-    jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
-    if jobs < 1 or total_timeout <= 0:
-        raise UsageError("--jobs must be at least 1 and --timeout positive")
 
     progress = None
     on_progress = None
@@ -182,11 +226,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, description=f"running checks: {done}/{total} done")
 
+    interrupted: Interrupted | None = None
     try:
         runs = run_checks(
             chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
             timeout_for=lambda info: config.timeout_for(info.id, info.timeout),
-            jobs=jobs, total_timeout=total_timeout, debug=args.debug, on_progress=on_progress)
+            jobs=jobs, total_timeout=max(0.0, total_timeout - (time.monotonic() - started)),
+            debug=args.debug, on_progress=on_progress)
+    except Interrupted as exc:
+        # Finish with what finished: the report below is written, then the signal's exit code.
+        interrupted, runs = exc, exc.runs
+        _exit_hard_on_second_signal()
     finally:
         if progress is not None:
             progress.stop()
@@ -207,38 +257,48 @@ def cmd_check(args: argparse.Namespace) -> int:
         context = detect_context({})
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
-    text = render(report, args.format, args.verbose, bool(args.output))
     try:
+        text = render(report, args.format, args.verbose, bool(args.output),
+                      stream=None if args.output or args.format != "console" else out.text())
         if text:
-            write_output(text, args.output)
+            write_output(text, args.output, out.fd)
         elif args.output:
-            write_output(render(report, "console", args.verbose, True), args.output)
+            write_output(render(report, "console", args.verbose, True), args.output, out.fd)
     except output.OutputError as exc:
         print(f"distdoctor: {exc}", file=sys.stderr)
         return EXIT_OUTPUT
+    except OSError as exc:  # the console renderer writing to a closed pipe
+        print(f"distdoctor: cannot write the report to stdout: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_OUTPUT
+    if interrupted is not None:
+        return _signal_exit_code(interrupted.signum)
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     return exit_code(report.runs, fail_on)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
     registry = registry_mod.load(args.checks_dir, Host().env)
     checks = registry.sorted()
+    stream = out.text()
     if args.json:
-        print(json.dumps([{"id": c.id, "title": c.title, "area": c.area, "tags": list(c.tags),
-                           "timeout_s": c.timeout, "params": {k: v for k, v in c.params.items()},
-                           "source": c.source} for c in checks], indent=2, default=str))
+        from distdoctor.render.json import json_safe
+
+        print(json.dumps(json_safe([{"id": c.id, "title": c.title, "area": c.area, "tags": list(c.tags),
+                                     "timeout_s": c.timeout, "params": dict(c.params), "source": c.source}
+                                    for c in checks]), indent=2, allow_nan=False), file=stream)
     else:
         width = max((len(c.id) for c in checks), default=10)
         for c in checks:
-            print(f"{c.id:<{width}}  {c.title}")
+            print(f"{c.id:<{width}}  {c.title}", file=stream)
+    stream.flush()
     for _source, message in registry.problems:
         print(f"distdoctor: {message}", file=sys.stderr)
     return EXIT_ERROR if registry.problems else EXIT_OK
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
+def cmd_explain(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
     registry = registry_mod.load(args.checks_dir, Host().env)
@@ -247,43 +307,84 @@ def cmd_explain(args: argparse.Namespace) -> int:
         close = [c for c in registry.checks if args.id in c]
         hint = f" (did you mean {', '.join(close[:5])}?)" if close else ""
         raise UsageError(f"no check named {args.id!r}{hint}")
-    print(f"{info.id}: {info.title}")
-    print(f"tags: {', '.join(info.tags) or '-'}   timeout: {info.timeout:g} s   source: {info.source}")
+    stream = out.text()
+    print(f"{info.id}: {info.title}", file=stream)
+    print(f"tags: {', '.join(info.tags) or '-'}   timeout: {info.timeout:g} s   source: {info.source}", file=stream)
     if info.params:
-        print("parameters (set them under [checks.\"%s\"] in the config file):" % info.id)
+        print("parameters (set them under [checks.\"%s\"] in the config file):" % info.id, file=stream)
         for key, value in info.params.items():
-            print(f"  {key} = {value!r}")
+            print(f"  {key} = {value!r}", file=stream)
     if info.description:
-        print()
-        print(info.description)
+        print(file=stream)
+        print(info.description, file=stream)
+    stream.flush()
     return EXIT_OK
+
+
+def _signal_exit_code(signum: int) -> int:
+    return EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
+
+
+def _raise_interrupted(signum: int, _frame) -> None:
+    from distdoctor.engine import Interrupted
+
+    raise Interrupted(signum)
+
+
+def _exit_at_once(signum: int, _frame) -> None:
+    os._exit(_signal_exit_code(signum))
+
+
+def _exit_hard_on_second_signal() -> None:
+    """After the first Ctrl-C the partial report is being written; a second one means now."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _exit_at_once)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        if args.command == "check":
-            code = cmd_check(args)
-        elif args.command == "list":
-            code = cmd_list(args)
-        elif args.command == "explain":
-            code = cmd_explain(args)
-        elif args.command == "nccl-test":
-            from distdoctor import nccltest
+    if args.command == "nccl-test":
+        from distdoctor import nccltest
 
-            code = nccltest.run(args)
-        else:
-            parser.print_help()
-            code = EXIT_USAGE
+        return nccltest.run(args)
+    if args.command not in COMMANDS:
+        parser.print_help()
+        return EXIT_USAGE
+    from distdoctor.engine import Interrupted
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _raise_interrupted)
+    out = output.ReservedStdout()
+    try:
+        code = COMMANDS[args.command](args, out)
     except UsageError as exc:
         print(f"distdoctor: {exc}", file=sys.stderr)
         code = EXIT_USAGE
-    sys.stdout.flush()
-    sys.stderr.flush()
-    import threading
-
-    if any(t.daemon and t.is_alive() for t in threading.enumerate()):
-        # A check was abandoned at its deadline: do not let interpreter shutdown wait on it.
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
+        code = EXIT_OUTPUT
+    except BrokenPipeError:  # `distdoctor list | head -1`
+        code = EXIT_OUTPUT
+    except Interrupted as exc:  # before any check ran (config, packs) or while writing
+        print(f"distdoctor: interrupted by {exc.signal_name}", file=sys.stderr)
+        code = _signal_exit_code(exc.signum)
+    if in_main_thread:
+        _exit_hard_on_second_signal()
+    abandoned = any(t.daemon and t.is_alive() for t in threading.enumerate())
+    if not abandoned:
+        out.restore()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        pass
+    if abandoned:
+        # A check or pack was abandoned at its deadline: do not let interpreter shutdown wait on it.
         os._exit(code)
     return code
+
+
+COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain}

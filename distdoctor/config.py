@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from distdoctor import limits
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -132,11 +134,43 @@ def _check_type(path: str, text: str, where: str, key: str, value: Any, kind) ->
         raise ConfigError(f"{path}{at}: {where}{key} must be {_type_name(kind)}, not {value!r}")
 
 
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:  # a loop, not recursion: tables may nest as deep as tomllib allowed
+        item = stack.pop()
+        if limits.non_finite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _check_range(path: str, text: str, where: str, key: str, value: Any) -> None:
+    """TOML has nan and inf; no setting means either. Whatever a key is, a non-finite number in
+    it (or anywhere inside it) is refused, and so is any `timeout`-like key that is not a positive
+    number of seconds, and `jobs` out of 1..MAX_JOBS."""
+    at = f":{_line_of(text, key)}" if _line_of(text, key) else ""
+    if _has_non_finite(value):
+        raise ConfigError(f"{path}{at}: {where}{key} must be a finite number, not {value!r}")
+    try:
+        if key == "timeout" or key.endswith("_timeout"):
+            if isinstance(value, (int, float)):
+                limits.seconds(value, f"{where}{key}")
+        elif key == "jobs" and where == "run.":
+            limits.count(value, f"{where}{key}", 1, limits.MAX_JOBS)
+    except limits.RangeError as exc:
+        raise ConfigError(f"{path}{at}: {exc}") from None
+
+
 def load_file(config: Config, path: str, text: str) -> None:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or inline tables
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     config.files.append(path)
     for section, body in data.items():
         if section == "run":
@@ -148,6 +182,7 @@ def load_file(config: Config, path: str, text: str) -> None:
                     config.problems.append(f"{path}:{line or '?'}: unknown key run.{key}")
                     continue
                 _check_type(path, text, "run.", key, value, RUN_KEYS[key])
+                _check_range(path, text, "run.", key, value)
                 if key == "fail_on" and value not in ("warn", "fail"):
                     raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", not {value!r}")
                 if key == "disable":
@@ -163,6 +198,7 @@ def load_file(config: Config, path: str, text: str) -> None:
                 for key, value in values.items():
                     if key in CHECK_KEYS:
                         _check_type(path, text, f"checks.\"{check_id}\".", key, value, CHECK_KEYS[key])
+                    _check_range(path, text, f"checks.\"{check_id}\".", key, value)
                 config.checks.setdefault(check_id, {}).update(values)
                 config.check_sources[check_id] = path
         else:

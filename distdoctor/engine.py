@@ -9,6 +9,7 @@ reported. One bad check never sinks the run.
 from __future__ import annotations
 
 import io
+import signal
 import sys
 import threading
 import time
@@ -19,8 +20,27 @@ from typing import Callable, Iterable
 
 from distdoctor import __version__
 from distdoctor.api import Context, ProbeTimeout
-from distdoctor.model import CheckInfo, CheckRun, Finding, Report, RunContext, Status, worst
+from distdoctor.model import (
+    CheckInfo,
+    CheckRun,
+    Finding,
+    Report,
+    RunContext,
+    Status,
+    worst,
+)
 from distdoctor.redact import redact
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (the CLI's handlers raise it in the main thread). From
+    run_checks it carries `runs`: what finished, and every other check as ERROR."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        self.runs: list[CheckRun] = []
 
 
 class _ThreadRoutedStream(io.TextIOBase):
@@ -77,9 +97,14 @@ def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) 
             wake.notify_all()
 
 
-def _close(job: _Job, debug: bool) -> CheckRun:
+def _close(job: _Job, debug: bool, interrupted: str = "") -> CheckRun:
     info = job.info
     duration = time.monotonic() - job.started if job.started else 0.0
+    if not job.done and interrupted:
+        when = "before it finished" if job.started else "before it started"
+        finding = Finding(Status.ERROR, f"{info.title}: the run was interrupted by {interrupted} {when}",
+                          subject=info.id, fix=f"distdoctor check --only {info.id}")
+        return CheckRun(info.id, info.title, info.tags, Status.ERROR, (finding,), duration, info.source)
     if not job.done:
         reason = "did not start before the run's deadline" if not job.started else \
             f"did not finish within its {job.timeout:g} s deadline and was abandoned"
@@ -94,8 +119,8 @@ def _close(job: _Job, debug: bool) -> CheckRun:
         if isinstance(item, Finding):
             if item.status in (Status.ERROR, Status.TIMEOUT):
                 item = Finding(Status.WARN, item.summary, item.subject, item.explanation, item.fix, item.evidence)
-            findings.append(Finding(item.status, item.summary, item.subject, item.explanation,
-                                    item.fix, redact(dict(item.evidence))))
+            findings.append(Finding(item.status, _cut(str(item.summary), MAX_SUMMARY), _cut(str(item.subject), MAX_SUMMARY),
+                                    str(item.explanation), str(item.fix), _cut_strings(redact(dict(item.evidence)))))
         else:
             findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
                                     subject=info.id, fix="fix the check: yield ok(...)/warn(...)/fail(...)/skip(...)"))
@@ -108,7 +133,8 @@ def _close(job: _Job, debug: bool) -> CheckRun:
         evidence = {"exception": type(exc).__name__}
         if debug:
             evidence["traceback"] = job.error_tb
-        findings.append(Finding(Status.ERROR, f"check raised {type(exc).__name__}: {exc}", subject=info.id,
+        findings.append(Finding(Status.ERROR, _cut(f"check raised {type(exc).__name__}: {exc}", MAX_SUMMARY),
+                                subject=info.id,
                                 explanation="This is a bug in the check or an unexpected state of the machine.",
                                 fix=f"distdoctor check --only {info.id} --debug", evidence=evidence))
     if job.printed:
@@ -122,6 +148,26 @@ def _close(job: _Job, debug: bool) -> CheckRun:
     return CheckRun(info.id, info.title, info.tags, status, tuple(findings), duration, info.source)
 
 
+# A summary is one line for a console; evidence strings are what was judged. Both are cut so a
+# 100 KB environment variable (or a check that quotes one) cannot make a report of megabytes.
+MAX_SUMMARY = 500
+MAX_EVIDENCE_TEXT = 4096
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters in all)"
+
+
+def _cut_strings(value):
+    if isinstance(value, str):
+        return _cut(value, MAX_EVIDENCE_TEXT)
+    if isinstance(value, dict):
+        return {k: _cut_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_strings(v) for v in value]
+    return value
+
+
 def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], Context], *,
                timeout_for: Callable[[CheckInfo], float] = lambda c: c.timeout,
                jobs: int = 8, total_timeout: float = 60.0, debug: bool = False,
@@ -132,45 +178,59 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
     wake = threading.Condition()
     stream = _ThreadRoutedStream(sys.stdout)
     results: dict[int, CheckRun] = {}
-    pending = list(range(total))
-    active: list[int] = []
     real_stdout = sys.stdout
     sys.stdout = stream
     try:
-        while pending or active:
-            now = time.monotonic()
-            while pending and len(active) < max(1, jobs) and now < run_deadline:
-                index = pending.pop(0)
-                job = jobs_list[index]
-                job.started = time.monotonic()
-                job.thread = threading.Thread(target=_run_one, args=(job, stream, wake), daemon=True,
-                                              name=f"check-{job.info.id}")
-                job.thread.start()
-                active.append(index)
-            if now >= run_deadline:
-                for index in pending + active:
-                    results[index] = _close(jobs_list[index], debug)
-                pending, active = [], []
-                break
-            with wake:
-                finished = [i for i in active if jobs_list[i].done]
-                if not finished:
-                    next_deadline = min([jobs_list[i].started + jobs_list[i].timeout for i in active] + [run_deadline])
-                    wake.wait(max(0.0, min(next_deadline - time.monotonic(), 0.5)))
-                    finished = [i for i in active if jobs_list[i].done]
-            now = time.monotonic()
-            expired = [i for i in active if not jobs_list[i].done and now >= jobs_list[i].started + jobs_list[i].timeout]
-            for index in finished + expired:
-                active.remove(index)
-                results[index] = _close(jobs_list[index], debug)
-            if on_progress and (finished or expired):
-                on_progress(len(results), total)
+        _drive(jobs_list, results, stream, wake, jobs, run_deadline, debug, on_progress)
+    except Interrupted as exc:
+        for index in range(total):
+            if index not in results:
+                results[index] = _close(jobs_list[index], debug, exc.signal_name)
+        exc.runs = [results[i] for i in range(total)]
+        raise
     finally:
         # An abandoned check may still print later: keep routing its thread's output away
         # from the real stdout for the rest of the process.
         if all(job.done for job in jobs_list):
             sys.stdout = real_stdout
     return [results[i] for i in range(total)]
+
+
+def _drive(jobs_list: list[_Job], results: dict[int, CheckRun], stream: _ThreadRoutedStream,
+           wake: threading.Condition, jobs: int, run_deadline: float, debug: bool,
+           on_progress: Callable[[int, int], None] | None) -> None:
+    """Start jobs up to `jobs` at a time and close each as it finishes or expires, filling
+    results in place (so an Interrupted raised here leaves what finished in results)."""
+    total = len(jobs_list)
+    pending = list(range(total))
+    active: list[int] = []
+    while pending or active:
+        now = time.monotonic()
+        while pending and len(active) < max(1, jobs) and now < run_deadline:
+            index = pending.pop(0)
+            job = jobs_list[index]
+            job.started = time.monotonic()
+            job.thread = threading.Thread(target=_run_one, args=(job, stream, wake), daemon=True,
+                                          name=f"check-{job.info.id}")
+            job.thread.start()
+            active.append(index)
+        if now >= run_deadline:
+            for index in pending + active:
+                results[index] = _close(jobs_list[index], debug)
+            return
+        with wake:
+            finished = [i for i in active if jobs_list[i].done]
+            if not finished:
+                next_deadline = min([jobs_list[i].started + jobs_list[i].timeout for i in active] + [run_deadline])
+                wake.wait(max(0.0, min(next_deadline - time.monotonic(), 0.5)))
+                finished = [i for i in active if jobs_list[i].done]
+        now = time.monotonic()
+        expired = [i for i in active if not jobs_list[i].done and now >= jobs_list[i].started + jobs_list[i].timeout]
+        for index in finished + expired:
+            active.remove(index)
+            results[index] = _close(jobs_list[index], debug)
+        if on_progress and (finished or expired):
+            on_progress(len(results), total)
 
 
 def build_report(runs: list[CheckRun], *, host: str, context: RunContext, started: float,

@@ -36,10 +36,11 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         value = env.get(name, "").strip()
         if value:
-            try:
-                return int(value)
-            except ValueError:
+            # Ranks and sizes are non-negative and fit in 32 bits in every launcher; anything
+            # else ('-1', '1e9', a 200 KB digit string) is unreadable, not a number to trust.
+            if not (value.isascii() and value.isdigit()) or len(value) > 10 or int(value) > 0xFFFFFFFF:
                 return None
+            return int(value)
     return None
 
 

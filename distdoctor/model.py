@@ -39,6 +39,8 @@ EXIT_FAIL = 1
 EXIT_ERROR = 2
 EXIT_USAGE = 64
 EXIT_OUTPUT = 74
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a program ended by Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM (Slurm's health check or a timeout(1) wrapper gave up)
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -47,6 +49,8 @@ exit codes:
   2   no FAIL, but a check ended in ERROR or TIMEOUT: the result is incomplete
   64  usage error: bad arguments or a malformed config file
   74  the report could not be written (-o FILE)
+  130 interrupted (SIGINT, Ctrl-C): the report shows what finished, the rest as ERROR
+  143 terminated (SIGTERM): likewise
 """
 
 

@@ -19,11 +19,14 @@ Every failure is an OutputError with one line for the user; the CLI maps it to E
 from __future__ import annotations
 
 import errno
+import io
 import os
 import select
 import stat
+import sys
 import tempfile
 import time
+from typing import TextIO
 
 WRITE_TIMEOUT = 10.0  # seconds a pipe or FIFO reader may stall the final write
 
@@ -173,10 +176,13 @@ def _write_regular(path: str, data: bytes, st: os.stat_result | None) -> None:
         raise
 
 
-def write_report(text: str, path: str | None, stdout_fd: int = 1) -> None:
+def write_report(text: str, path: str | None, stdout_fd: int | None = 1) -> None:
     """Write text to path as described in the module docstring, or to stdout_fd when path is
-    None or '-'. stdout_fd is where the report goes while fd 1 may be pointed elsewhere."""
+    None or '-'. stdout_fd is where the report goes while fd 1 may be pointed elsewhere (None:
+    stdout was closed)."""
     data = text.encode("utf-8")
+    if stdout_fd is None and (not path or path == "-" or _kind(path)[0] == "stdout"):
+        raise OutputError("cannot write the report to stdout: it is closed")
     if not path or path == "-":
         try:
             write_fd(stdout_fd, data)
@@ -193,3 +199,54 @@ def write_report(text: str, path: str | None, stdout_fd: int = 1) -> None:
         _write_stream(path, data)
     else:
         _write_regular(path, data, st)
+
+
+class ReservedStdout:
+    """Keeps stdout for the report alone. While check packs load and checks run, third-party
+    code may print or write to fd 1 directly (or start tools that inherit it); so fd 1 is pointed
+    at stderr for the rest of the process, and the report is written to a private duplicate of
+    the real stdout (`fd`), which child processes do not inherit."""
+
+    def __init__(self) -> None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        try:
+            self.fd: int | None = os.dup(1)
+        except OSError:  # started with stdout closed: the report has nowhere to go (EXIT_OUTPUT)
+            self.fd = None
+        try:
+            os.dup2(2, 1)
+        except OSError:  # stderr closed too: chatter goes nowhere rather than into the report
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+        self._text: TextIO | None = None
+
+    def text(self) -> TextIO:
+        """A text stream on the real stdout, in stdout's encoding; characters it cannot encode
+        (PYTHONIOENCODING=ascii) are replaced, never an exception."""
+        if self._text is None:
+            if self.fd is None:
+                raise OutputError("cannot write the report to stdout: it is closed")
+            encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+            self._text = io.TextIOWrapper(io.FileIO(self.fd, "w", closefd=False), encoding=encoding,
+                                          errors="replace", line_buffering=True)
+        return self._text
+
+    def restore(self) -> None:
+        """fd 1 back to the real stdout (only when no abandoned thread may still write to it)."""
+        if self._text is not None:
+            try:
+                self._text.flush()
+            except (OSError, ValueError):
+                pass
+        if self.fd is not None:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+            os.dup2(self.fd, 1)
+            os.close(self.fd)
+            self.fd = None

@@ -14,14 +14,20 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET.search(name))
 
 
-def redact(value: Any) -> Any:
+MAX_DEPTH = 32  # evidence nested deeper (or a structure that contains itself) is cut here
+TOO_DEEP = "<nested too deeply>"
+
+
+def redact(value: Any, _depth: int = 0) -> Any:
     """A JSON-safe copy of value with secret-looking entries replaced: dict keys such as
     HF_TOKEN, and 'NAME=value' strings whose NAME looks secret."""
+    if isinstance(value, (dict, list, tuple)) and _depth >= MAX_DEPTH:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {str(k): (REDACTED if is_secret_name(str(k)) and v not in (None, "") else redact(v))
+        return {str(k): (REDACTED if is_secret_name(str(k)) and v not in (None, "") else redact(v, _depth + 1))
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
+        return [redact(v, _depth + 1) for v in value]
     if isinstance(value, str):
         match = _ASSIGNMENT.match(value)
         if match and is_secret_name(match.group(1)):
@@ -29,4 +35,7 @@ def redact(value: Any) -> Any:
         return value
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    return str(value)
+    try:
+        return str(value)
+    except RecursionError:  # a set or object whose text nests without end
+        return TOO_DEEP

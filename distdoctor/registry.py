@@ -4,6 +4,12 @@ of them) and drop-in `*.py` files from --checks-dir and DISTDOCTOR_CHECKS_PATH.
 A pack is a module (or any object) with a CHECKS sequence of CheckInfo records. A pack that
 fails to load, or a check id defined twice, becomes a problem the engine reports as an ERROR
 finding; the other packs still run.
+
+A pack is third-party code run at import. Each is imported on a daemon thread bounded by
+PACK_LOAD_TIMEOUT (and by the run's own deadline), so a pack that loops or blocks at import is
+abandoned and reported, and one that raises SystemExit or KeyboardInterrupt is a problem like any
+other exception. What a pack prints at import goes wherever fd 1 points: the CLI points it at
+stderr while packs load (see output.reserve_stdout).
 """
 
 from __future__ import annotations
@@ -12,13 +18,17 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
+from distdoctor import limits
 from distdoctor.model import CheckInfo
 
 GROUP = "distdoctor.checks"
+PACK_LOAD_TIMEOUT = 10.0  # seconds one pack may take to import (the built-in one takes ~0.1 s)
 
 
 @dataclass
@@ -33,7 +43,12 @@ class Registry:
             return
         for info in checks:
             if not isinstance(info, CheckInfo):
-                self.problems.append((source, f"{source}: CHECKS holds {info!r}, which is not a @check record"))
+                self.problems.append((source, f"{source}: CHECKS holds {info!r:.80}, which is not a @check record"))
+                continue
+            try:
+                limits.seconds(info.timeout, f"check {info.id}: timeout")
+            except limits.RangeError as exc:
+                self.problems.append((source, f"{source}: {exc}; the check is not run"))
                 continue
             info = info.with_source(source)
             earlier = self.checks.get(info.id)
@@ -71,17 +86,38 @@ def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str
     return dirs
 
 
+def _load_bounded(registry: Registry, source: str, load_pack: Callable[[], object], seconds: float) -> None:
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["pack"] = load_pack()
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a pack too
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True, name=f"load-pack {source}")
+    thread.start()
+    thread.join(max(0.0, seconds))
+    if thread.is_alive():
+        why = f"{source} did not finish loading within {seconds:.3g} s and was abandoned (it loops or blocks at import)"
+        registry.problems.append((source, why))
+    elif "error" in box:
+        exc = box["error"]
+        registry.problems.append((source, f"{source} failed to load: {type(exc).__name__}: {str(exc)[:300]}"))
+    else:
+        registry.add_pack(source, box["pack"])
+
+
 def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
-         entry_points: Iterable | None = None) -> Registry:
+         entry_points: Iterable | None = None, budget: float = 60.0) -> Registry:
+    """Every pack, each bounded by PACK_LOAD_TIMEOUT, all of them together by budget seconds."""
     registry = Registry()
+    deadline = time.monotonic() + budget
+    sources: list[tuple[str, Callable[[], object]]] = []
     eps = entry_points if entry_points is not None else metadata.entry_points(group=GROUP)
     # The built-in pack first, so a site pack that reuses a built-in id is the one reported.
     for ep in sorted(eps, key=lambda e: (e.name != "builtin", e.name)):
-        source = f"entry point {ep.name} ({ep.value})"
-        try:
-            registry.add_pack(source, ep.load())
-        except Exception as exc:  # a broken pack must not sink the run
-            registry.problems.append((source, f"{source} failed to load: {type(exc).__name__}: {exc}"))
+        sources.append((f"entry point {ep.name} ({ep.value})", ep.load))
     for directory in drop_in_dirs(checks_dirs, env or {}):
         if not os.path.isdir(directory):
             registry.problems.append((directory, f"checks directory {directory} does not exist"))
@@ -90,8 +126,12 @@ def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
             if not fname.endswith(".py") or fname.startswith("_"):
                 continue
             path = os.path.join(directory, fname)
-            try:
-                registry.add_pack(path, _load_file(path))
-            except Exception as exc:
-                registry.problems.append((path, f"{path} failed to load: {type(exc).__name__}: {exc}"))
+            sources.append((path, lambda path=path: _load_file(path)))
+    for source, load_pack in sources:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            why = f"{source} was not loaded: the run's deadline passed while earlier packs loaded"
+            registry.problems.append((source, why))
+            continue
+        _load_bounded(registry, source, load_pack, min(PACK_LOAD_TIMEOUT, left))
     return registry

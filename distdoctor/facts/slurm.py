@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from distdoctor import hostlist
+from distdoctor import hostlist, limits
 from distdoctor.facts import fact
 from distdoctor.launch import step_kind
 from distdoctor.parsers import ParseError
@@ -195,10 +195,12 @@ def read_slurm_env(env: Mapping[str, str], expand: Expander = library_expander) 
         value = usable(name)
         if value is None:
             continue
-        if value.isdigit():
-            ints[name] = int(value)
-        else:
+        if not (value.isascii() and value.isdigit()):
             problems.append(VarProblem(name, raw[name], "is not a non-negative integer"))
+        elif len(value) > 10 or int(value) > limits.MAX_TASKS:
+            problems.append(VarProblem(name, raw[name], f"is larger than Slurm's limit ({limits.MAX_TASKS})"))
+        else:
+            ints[name] = int(value)
     for name in COUNT_VARS:
         value = usable(name)
         if value is None:

@@ -18,10 +18,12 @@ import os
 import sys
 import time
 
+from distdoctor import limits
 from distdoctor.model import EXIT_ERROR, EXIT_USAGE
 
 # Followers wait this much past rank 0's bound, so that rank 0 reports first.
 FOLLOWER_GRACE_S = 2.0
+MAX_LOCAL = 256  # ranks --local starts on one machine, each a Python process importing torch
 INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python ({python}).\n"
                 "Install it with:  pip install 'distdoctor[torch]'\n"
                 "(or use the Python environment your training jobs run in)")
@@ -49,9 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--timeout", type=float, default=60.0,
+    parser.add_argument("--timeout", type=limits.arg_seconds, default=60.0,
                         help="bound for the whole test in seconds; every rank ends within it (default 60)")
-    parser.add_argument("--local", type=int, default=0, metavar="N",
+    parser.add_argument("--local", type=limits.arg_count(MAX_LOCAL, low=0), default=0, metavar="N",
                         help="start N ranks on this machine (no launcher needed)")
     parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                         help="force a backend (default: nccl when every rank has CUDA, else gloo)")
@@ -61,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")
     parser.add_argument("-f", "--stepfactor", type=int, default=4, help="--bench: size multiplier (default 4)")
-    parser.add_argument("--iters", type=int, default=5, help="--bench: timed iterations per size (default 5)")
+    parser.add_argument("--iters", type=limits.arg_count(100000), default=5, help="--bench: timed iterations per size (default 5)")
     parser.add_argument("--format", choices=("console", "json"), default="console")
     parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     parser.add_argument("-v", "--verbose", action="store_true",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distdoctor import limits
 from distdoctor.parsers import ParseError
 
-_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_COUNT = re.compile(r"^([0-9]+)(?:\(x([0-9]+)\))?$")
 
 
 def parse_counts(text: str, name: str = "SLURM_TASKS_PER_NODE") -> list[int]:
@@ -23,14 +24,23 @@ def parse_counts(text: str, name: str = "SLURM_TASKS_PER_NODE") -> list[int]:
     if not value:
         raise ParseError(name, "empty value; expected counts such as 2(x3),1")
     counts: list[int] = []
-    for index, element in enumerate(value.split(",")):
-        match = _COUNT.match(element.strip())
+    shown = value if len(value) <= 80 else value[:77] + "..."
+    for element in value.split(","):
+        element = element.strip()
+        match = _COUNT.match(element) if len(element) <= 40 else None
         if not match:
-            raise ParseError(name, f"element {element.strip()!r} is not N or N(xM) in {value!r}")
+            raise ParseError(name, f"element {element[:40]!r} is not N or N(xM) in {shown!r}")
+        count = int(match.group(1))
         repeat = int(match.group(2)) if match.group(2) is not None else 1
         if repeat == 0:
-            raise ParseError(name, f"element {element.strip()!r} repeats zero times in {value!r}")
-        counts.extend([int(match.group(1))] * repeat)
+            raise ParseError(name, f"element {element!r} repeats zero times in {shown!r}")
+        if count > limits.MAX_TASKS:
+            raise ParseError(name, f"element {element!r} counts more than {limits.MAX_TASKS} in {shown!r}")
+        if len(counts) + repeat > limits.MAX_COUNT_ELEMENTS:
+            # Checked before the list is built: '2(x100000000)' once cost 23 GB.
+            raise ParseError(name, f"lists more than {limits.MAX_COUNT_ELEMENTS} nodes, "
+                                   f"more than Slurm allows in a job")
+        counts.extend([count] * repeat)
     return counts
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from distdoctor.model import CheckRun, Report, Status
@@ -41,5 +42,31 @@ def report_to_dict(report: Report, extra: dict[str, Any] | None = None) -> dict[
     return doc
 
 
+_MAX_DEPTH = 64
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """value as strict JSON can carry it: NaN and infinities (which json.dumps would print as
+    bare NaN/Infinity, rejected by jq, Go and browsers) become the strings "nan", "inf", "-inf";
+    tuples and sets become lists; other objects and anything nested deeper than _MAX_DEPTH
+    become their text. Evidence comes from third-party checks, so nothing is assumed."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else ("nan" if value != value else "inf" if value > 0 else "-inf")
+    if depth >= _MAX_DEPTH:
+        return "<nested too deeply>"
+    if isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [json_safe(v, depth + 1) for v in items]
+    try:
+        return str(value)
+    except RecursionError:
+        return "<nested too deeply>"
+
+
 def render(report: Report, extra: dict[str, Any] | None = None) -> str:
-    return json.dumps(report_to_dict(report, extra), indent=2, sort_keys=False) + "\n"
+    doc = json_safe(report_to_dict(report, extra))
+    return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"

@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
+    inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
+    inv.add_argument("--format", choices=("text", "json"), default="text")
+    inv.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    inv.add_argument("--snapshot", action="store_true",
+                     help="print an [expect] table of the facts that should agree across nodes, for the config file")
+    inv.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
+    inv.add_argument("--timeout", type=float, default=None, help="bound for the whole inventory, seconds (default 20)")
+
     from distdoctor import nccltest
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
@@ -112,11 +120,11 @@ def write_output(text: str, path: str | None, stdout_fd: int = 1) -> None:
     output.write_report(text, path, stdout_fd)
 
 
-def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:
+def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: dict | None = None) -> str:
     if fmt == "json":
         from distdoctor.render import json as json_render
 
-        return json_render.render(report)
+        return json_render.render(report, {"inventory": inventory} if inventory is not None else None)
     if fmt == "prometheus":
         from distdoctor.render import prometheus
 
@@ -205,9 +213,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         from distdoctor.launch import detect_context
 
         context = detect_context({})
+    inventory = None
+    if args.format == "json":
+        from distdoctor import inventory as inventory_mod
+
+        # Inside the run's bound: what is not known when the time is up is left out.
+        left = max(1.0, total_timeout - (time.monotonic() - started))
+        inventory = inventory_mod.collect(facts, host, timeout=min(inventory_mod.COLLECT_TIMEOUT, left))
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
-    text = render(report, args.format, args.verbose, bool(args.output))
+    text = render(report, args.format, args.verbose, bool(args.output), inventory)
     try:
         if text:
             write_output(text, args.output)
@@ -259,6 +274,27 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_inventory(args: argparse.Namespace) -> int:
+    from distdoctor import inventory as inventory_mod
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+
+    host = Host()
+    config = load_config(args.config, host)
+    timeout = args.timeout if args.timeout is not None else inventory_mod.COLLECT_TIMEOUT
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
+    if args.snapshot:
+        sys.stdout.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+    elif args.format == "json":
+        sys.stdout.write(json.dumps(inventory, indent=2) + "\n")
+    else:
+        for name, value in inventory.items():
+            sys.stdout.write(f"{name} = {inventory_mod.text_value(value)}\n")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -269,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cmd_list(args)
         elif args.command == "explain":
             code = cmd_explain(args)
+        elif args.command == "inventory":
+            code = cmd_inventory(args)
         elif args.command == "nccl-test":
             from distdoctor import nccltest
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
+import platform
 import re
 import resource
 import shutil
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 MAX_OUTPUT = 16 * 1024 * 1024
+_DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([0-9][^-]*?)\.(?:dist-info|egg-info)$")
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,34 @@ class Host:
 
     def python_version(self) -> str:
         return ".".join(str(v) for v in sys.version_info[:3])
+
+    def distribution_versions(self) -> dict[str, str]:
+        """{normalized name: version} of every installed distribution, read from the
+        `name-version.dist-info` folder names on sys.path (a listing, not a METADATA read per
+        package). The first folder on the path wins, as for an import."""
+        found: dict[str, str] = {}
+        for folder in sys.path:
+            try:
+                entries = os.listdir(folder or ".")
+            except OSError:
+                continue
+            for entry in entries:
+                m = _DIST_INFO.match(entry)
+                if m:
+                    found.setdefault(re.sub(r"[-_.]+", "_", m.group(1)).lower(), m.group(2))
+        return found
+
+    def python_executable(self) -> str:
+        return sys.executable
+
+    def platform_info(self) -> dict[str, str]:
+        """uname, the C library and Python's platform string (what collect_env prints)."""
+        uname = platform.uname()
+        libc, libc_version = platform.libc_ver()
+        return {"system": uname.system, "release": uname.release, "version": uname.version,
+                "machine": uname.machine, "libc": f"{libc}-{libc_version}" if libc else "",
+                "platform": platform.platform(),
+                "python_implementation": platform.python_implementation()}
 
     # --- time -----------------------------------------------------------------------------
 

@@ -18,14 +18,18 @@ from distdoctor.model import Finding
 from distdoctor.nccltest.compare import rank_ranges
 
 FULL_MESH_UP_TO = 32
+# The timed transfer of each probe: big enough to need full-size packets and to show a rate
+# limit, small enough to cost milliseconds per pair on a healthy network.
+TRANSFER_BYTES = 1 << 20
+BENCH_TRANSFER_BYTES = 8 << 20
 # A host or link is slow below this share of the median rate (the issue's example: 0.005 GB/s
 # against a 0.48 GB/s median is 1 %).
 SLOW_FACTOR = 0.5
 # Transfers that took less than this are latency, not bandwidth: on an idle LAN a 1 MiB copy
 # takes well under a millisecond and the scheduler's jitter alone can halve the rate.
 NOISE_FLOOR_S = 0.02
-_STALL_CAUSES = ("an MTU mismatch along the path (jumbo frames on one side or switch, 1500 on another: "
-                 "small packets pass, full-size ones are dropped)",
+_STALL_CAUSES = (("an MTU mismatch along the path (jumbo frames on one side or switch, 1500 on another: "
+                  "small packets pass, full-size ones are dropped)"),
                  "a NIC offload bug (TSO/GSO/checksum offload; try `ethtool -K <interface> tso off gso off`)",
                  "a firewall or middlebox that drops large segments")
 
@@ -48,6 +52,13 @@ class HostMap:
         ranks = self.ranks[index]
         span = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
         return f"{self.hosts[index]} ({span})"
+
+
+def per_rank(fps: Sequence[Mapping[str, Any]]) -> HostMap:
+    """Every rank on its own, for `--mesh` on one host: ranks probe each other."""
+    ordered = sorted(fps, key=lambda f: f["rank"])
+    return HostMap([str(f.get("host") or "?") for f in ordered], [[int(f["rank"])] for f in ordered],
+                   [str(f.get("address") or "") for f in ordered])
 
 
 def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
@@ -106,7 +117,8 @@ def targets(pairs: Sequence[tuple[int, int]], n_hosts: int) -> dict[int, list[in
 class Verdict:
     blocked: list[tuple[int, int, str]] = field(default_factory=list)  # no connection
     stalled: list[tuple[int, int, int]] = field(default_factory=list)  # handshake ok, transfer stuck: moved
-    slow_hosts: list[tuple[int, str, float, float]] = field(default_factory=list)  # host, direction, rate, median
+    # host, {"sending"|"receiving": median rate of its pairs that way}, median of all pairs
+    slow_hosts: list[tuple[int, dict[str, float], float]] = field(default_factory=list)
     slow_links: list[tuple[int, int, float, float]] = field(default_factory=list)  # s, d, rate, median
     median_gbs: float = 0.0
     measured: int = 0
@@ -141,11 +153,14 @@ def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], si
         return verdict
     slow = set()
     for h in range(n_hosts):
-        for direction, pick in (("sending", lambda pair: pair[0] == h), ("receiving", lambda pair: pair[1] == h)):
-            mine = [pair for pair in rates if pick(pair)]
+        directions = {}
+        for direction, end in (("sending", 0), ("receiving", 1)):
+            mine = [pair for pair in rates if pair[end] == h]
             if mine and statistics.median(rates[p] for p in mine) < factor * median:
-                verdict.slow_hosts.append((h, direction, statistics.median(real[p] for p in mine), shown))
-                slow.add(h)
+                directions[direction] = statistics.median(real[p] for p in mine)
+        if directions:
+            verdict.slow_hosts.append((h, directions, shown))
+            slow.add(h)
     for pair, rate in sorted(rates.items()):
         if rate < factor * median and pair[0] not in slow and pair[1] not in slow:
             verdict.slow_links.append((pair[0], pair[1], real[pair], shown))
@@ -205,17 +220,19 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
                 f"ping -c 3 -M do -s 1472 {hmap.addresses[d] or hmap.hosts[d]}   # on {hmap.hosts[s]}: "
                 "1500-byte frames without fragmenting",
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved}))
-    for h, direction, rate, median in verdict.slow_hosts:
+    for h, directions, median in verdict.slow_hosts:
+        rate = min(directions.values())
         severe = rate < 0.1 * median
         out.append((fail if severe else warn)(
-            f"{hmap.hosts[h]} is slow {direction}: {rate:.3g} GB/s vs median {median:.3g} GB/s on pairs with "
-            f"{hmap.hosts[h]} (ranks {rank_ranges(hmap.ranks[h])})", subject=hmap.hosts[h],
+            f"{hmap.hosts[h]} is slow: {rate:.3g} GB/s vs median {median:.3g} GB/s on pairs with "
+            f"{hmap.hosts[h]} ({' and '.join(directions)}; ranks {rank_ranges(hmap.ranks[h])})",
+            subject=hmap.hosts[h],
             explanation="every rank on this host waits on its network: a collective runs at the pace of its "
             "slowest link. Likely causes: a link negotiated at a lower speed, a rate limit or traffic shaping "
             "on the interface, a congested or faulty port",
             fix=f"ethtool $(ip -o route get {median_peer(hmap, h)} | grep -o 'dev [^ ]*' | cut -d' ' -f2)"
                 f"   # on {hmap.hosts[h]}: Speed and Duplex\ntc qdisc show   # on {hmap.hosts[h]}: a rate limit",
-            evidence={"host": hmap.hosts[h], "direction": direction, "rate_gbs": rate, "median_gbs": median,
+            evidence={"host": hmap.hosts[h], "rates_gbs": directions, "median_gbs": median,
                       "ranks": hmap.ranks[h]}))
     for s, d, rate, median in verdict.slow_links:
         severe = rate < 0.1 * median

@@ -48,12 +48,12 @@ def ok_probe(rate, seconds=0.5):
 def test_a_throttled_sender_is_named_and_nothing_else():
     results = {(s, d): ok_probe(0.005 if s == 3 else 0.48) for s in range(4) for d in range(4) if s != d}
     verdict = hostmesh.judge(4, results)
-    assert [(h, direction) for h, direction, _r, _m in verdict.slow_hosts] == [(3, "sending")]
+    assert [(h, sorted(ways)) for h, ways, _m in verdict.slow_hosts] == [(3, ["sending"])]
     assert verdict.slow_links == [] and verdict.blocked == [] and verdict.stalled == []
     hmap = hostmesh.group([fp(r, f"h{r}", f"10.0.0.{r + 1}") for r in range(4)])
     found = hostmesh.findings(hmap, verdict, 12, 1 << 20)
     assert [f.status.value for f in found] == ["fail"]
-    assert found[0].summary.startswith("h3 is slow sending: 0.005 GB/s vs median 0.48 GB/s on pairs with h3")
+    assert found[0].summary == "h3 is slow: 0.005 GB/s vs median 0.48 GB/s on pairs with h3 (sending; ranks 3)"
 
 
 def test_a_slow_link_between_fast_hosts_is_the_link():

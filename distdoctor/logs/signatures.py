@@ -44,7 +44,7 @@ FIX_COMMANDS = frozenset({
     "rdma", "nvidia-smi", "dmesg", "journalctl", "ldconfig", "docker", "kubectl", "ssh",
     "srun", "sbatch", "salloc", "scontrol", "sinfo", "squeue", "sacct", "scancel", "seff",
     "mpirun", "ompi_info", "horovodrun", "torchrun", "python3", "pip", "distdoctor", "getent",
-    "sudo", "free",
+    "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
 })
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from.
 PLACEHOLDERS = {"host": "gpu042", "rank": "17"}

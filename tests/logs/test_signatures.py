@@ -13,8 +13,22 @@ IDS = [s.id for s in CATALOGUE]
 
 
 def test_catalogue_loads_and_ids_are_unique():
+    assert len(IDS) >= 40
     assert len(IDS) == len(set(IDS))
     assert all(re.match(r"^[a-z]+\.[a-z0-9-]+$", i) for i in IDS)
+
+
+def test_every_category_is_covered():
+    assert {s.category for s in CATALOGUE} == set(sigs.CATEGORIES)
+    for category in sigs.CATEGORIES:
+        assert any(s.severity == "root" for s in CATALOGUE if s.category == category), category
+
+
+def test_old_and_new_nccl_formats_both_match():
+    """The 2.0-era format has no NCCL token before WARN; today's has one; both name the cause."""
+    old = "e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol"
+    new = "e66aa18dc444:3171:3171 [0] misc/socket.cc:311 NCCL WARN Socket creation failed : Address family not supported by protocol"
+    assert sigs.match_line(old).id == sigs.match_line(new).id == "nccl.socket-family-unsupported"
 
 
 def test_every_entry_is_cited_with_owner_repo_number():

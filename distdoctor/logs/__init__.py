@@ -1,1 +1,1 @@
-"""`distdoctor log`: read what a failed job left behind and name the cause, the rank and the fix."""
+"""Reading what a failed job left behind: logs, and the catalogue of failure signatures."""

@@ -61,7 +61,9 @@ def who(e: Event) -> str:
     if e.rank is not None:
         parts.append(f"rank {e.rank}")
     if e.host:
-        parts.append(f"on {e.host}")
+        parts.append(f"on {e.host}" if parts else e.host)
+        if e.rank is None and e.pid is not None:
+            parts.append(f"(pid {e.pid})")
     if not parts:
         parts.append(f"{e.source}" + (f" line {e.line}" if e.line else ""))
     return " ".join(parts)

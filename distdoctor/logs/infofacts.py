@@ -10,6 +10,7 @@ so an interface's kind is read from its name here, unlike `check`, which asks th
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -31,10 +32,18 @@ _NOT_ACROSS_NODES = (
 )
 
 
-def kind_by_name(name: str) -> str:
+def kind_by_name(name: str, address: str = "") -> str:
     for pattern, kind in _NOT_ACROSS_NODES:
         if pattern.search(name):
             return kind
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return ""
+    if ip.is_loopback:
+        return "loopback address"
+    if ip.is_link_local:
+        return "link-local address"
     return ""
 
 
@@ -80,6 +89,7 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         f = facts[member]
         if sel.what in ("bootstrap", "socket", "oob"):
             f[f"nccl.{sel.what}"] = tuple(i for i, _a in sel.interfaces)
+            f[f"nccl.{sel.what}.addresses"] = tuple(sel.interfaces)
         elif sel.what == "ib":
             f["nccl.ib"] = tuple(f"{d}:{p}/{ll}" for d, p, ll in sel.devices)
     return {m: f for m, f in facts.items() if f}, hosts
@@ -127,7 +137,7 @@ def judge(scan: Scan) -> list[Finding]:
     findings = [to_finding(d, noun="rank", names=names) for d in compare(facts, rules(hosts))]
     findings += _interfaces(facts, hosts, names)
     summary = _summary(facts)
-    findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} ranks read from the log: {summary}",
+    findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} {'rank' if len(facts) == 1 else 'ranks'} read from the log: {summary}",
                             evidence={"ranks": {m: {k: list(v) if isinstance(v, tuple) else v for k, v in f.items()}
                                                 for m, f in list(facts.items())[:64]}}))
     return findings
@@ -137,14 +147,14 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
     bad: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for member, f in facts.items():
         for what in ("bootstrap", "socket"):
-            ifs = f.get(f"nccl.{what}") or ()
-            odd = tuple(i for i in ifs if kind_by_name(i))
+            pairs = f.get(f"nccl.{what}.addresses") or ()
+            odd = tuple(f"{i} ({k})" for i, a in pairs for k in [kind_by_name(i, a)] if k)
             if odd:
-                good = tuple(i for i in ifs if not kind_by_name(i))
+                good = tuple(i for i, a in pairs if not kind_by_name(i, a))
                 bad.setdefault((what, odd, good), []).append(member)
     out = []
     for (what, odd, good), ms in bad.items():
-        kinds = ", ".join(f"{i} ({kind_by_name(i)})" for i in odd)
+        kinds = ", ".join(odd)
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:
@@ -154,9 +164,10 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
                    f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")
         status = Status.FAIL if not good else Status.WARN
         out.append(Finding(status, f"NCCL's {what} on {names(ms)} uses {kinds}", subject=f"nccl.{what}",
-                           explanation="These interfaces exist only inside one host (or are container overlays): "
-                                       "a peer on another node cannot reach the address NCCL advertises on them, "
-                                       "and NCCL stripes traffic over every interface it lists.",
+                           explanation="These interfaces exist only inside one host (or are container overlays), "
+                                       "or their address is loopback or link-local: a peer on another node cannot "
+                                       "reach the address NCCL advertises on them, and NCCL stripes traffic over "
+                                       "every interface it lists.",
                            fix=fix, evidence={"ranks": fold(ms), "interfaces": list(odd), "others": list(good)}))
     return out
 

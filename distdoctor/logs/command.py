@@ -49,7 +49,8 @@ def _run(check_id: str, title: str, findings: list[Finding], duration: float = 0
 
 
 def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None = None,
-            max_bytes: int | None = None, hang_gap: float = 60.0, block: int | None = None) -> tuple[list[CheckRun], bool]:
+            max_bytes: int | None = None, hang_gap: float = 60.0, block: int | None = None,
+            use_grep: bool = True) -> tuple[list[CheckRun], bool]:
     """The check runs of one `log` invocation, and whether anything could be read at all."""
     from distdoctor.logs import diagnose, infofacts, pasted, reader
     from distdoctor.logs.scan import Scanner
@@ -61,7 +62,7 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
     started = time.monotonic()
     files, problems = reader.expand(paths, max_files if max_files is not None else reader.MAX_FILES)
     stats = reader.Stats()
-    scanner = Scanner(matcher)
+    scanner = Scanner(matcher, use_grep=use_grep)
     scanner.feed(reader.blocks(files, stats, stdin=stdin, block=block or reader.BLOCK,
                                max_bytes=max_bytes if max_bytes is not None else reader.MAX_BYTES))
     scan = scanner.resolve()

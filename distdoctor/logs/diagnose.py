@@ -97,8 +97,12 @@ def _evidence(g: Group, first: Event) -> dict:
 
 
 def _explains(root: Group, other: Group) -> bool:
+    """A consequence follows from the root when the catalogue says so, or when it names no
+    cause and came after it; one the catalogue ties to other causes stays separate."""
     of = tuple(other.signature.consequence_of)
-    return not of or root.signature.id in of
+    if root.signature.id in of:
+        return True
+    return not of and other.first.order >= root.first.order
 
 
 def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:

@@ -2,9 +2,11 @@
 its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
-larger ones a single bytes regex of every keyword that can matter (the catalogue's keywords
-and the INFO lines infofacts reads) finds the few candidate lines inside each block at C
-speed; only those are decoded and split. The last lines of every block are split too, so
+larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords
+and the INFO lines infofacts reads) picks the few candidate lines of each block; only those are
+decoded and split. The search is `grep -F` fed the block on stdin (a multi-pattern search in C,
+five times faster than Python's regex alternation over the same bytes; see bench/log_scale.py),
+or that alternation where grep cannot run. The last lines of every block are split too, so
 "last heard from" stays right to within one block for ranks that keep logging.
 """
 
@@ -21,9 +23,11 @@ from distdoctor.logs.reader import Block
 
 # INFO lines worth reading even though no signature names them (see infofacts.py), and lines
 # that tie a pid to a rank.
-INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB", "NET :", "NET/Plugin", "Using network",
-                 "Using internal Network", "GPU Direct RDMA", "GDRDMA", "cudaDriverVersion", " nranks ",
-                 "IP Interfaces", "NCCL_")
+INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
+                 "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
+                 "IP Interfaces", "cudaDev", "INFO rank ")
+# Every keyword is searched in every byte of a big log: one that shares a long substring with
+# the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 TAIL_LINES = 64
 MAX_EVENTS = 20_000
 MAX_INFO_LINES = 20_000
@@ -71,14 +75,62 @@ class Scan:
     long_lines: int = 0
 
 
+class Prefilter:
+    """The lines of a block holding any of the keywords, as (0-based line index, text)."""
+
+    GREP_TIMEOUT = 60.0
+
+    def __init__(self, words, host=None, use_grep: bool = True):
+        words = sorted({w for w in words if w}, key=len, reverse=True)
+        self.regex = re.compile(b"|".join(re.escape(w.encode()) for w in words))
+        self.argv = ["grep", "-F", "-a", "-n", *(a for w in words for a in ("-e", w))]
+        self.host = host
+        self.use_grep = use_grep and host is not None
+
+    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
+        if self.use_grep:
+            from distdoctor.host import MAX_OUTPUT
+
+            result = self.host.run(self.argv, timeout=self.GREP_TIMEOUT, input=data)
+            if result.returncode == 1:
+                return []
+            if result.returncode == 0 and len(result.stdout) < MAX_OUTPUT - 1024:
+                out = []
+                for row in result.stdout.split("\n"):
+                    number, sep, text = row.partition(":")
+                    if sep and number.isdigit():
+                        out.append((int(number) - 1, text.encode("utf-8", "replace")))
+                return out
+            if result.returncode != 0:
+                self.use_grep = False  # no grep here, or a grep that cannot do this: stay in Python
+        out = []
+        last = -1
+        line = 0
+        pos = 0
+        for m in self.regex.finditer(data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            if start <= last:
+                continue
+            line += data.count(b"\n", pos, start)
+            pos = start
+            last = start
+            end = data.find(b"\n", m.end())
+            out.append((line, data[start:end if end >= 0 else len(data)]))
+        return out
+
+
 class Scanner:
-    def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024):
+    def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024, host=None,
+                 use_grep: bool = True):
         self.matcher = matcher
         self.max_line = max_line
         self.keep_text = keep_text
         words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS)
-        words.discard("")
-        self.prefilter = re.compile(b"|".join(re.escape(w.encode()) for w in sorted(words, key=len, reverse=True)))
+        if host is None and use_grep:
+            from distdoctor.host import Host
+
+            host = Host()
+        self.prefilter = Prefilter(words, host, use_grep)
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()
         self._path_rank: dict[str, int | None] = {}
@@ -97,33 +149,24 @@ class Scanner:
     def _sparse(self, block: Block) -> None:
         data = block.data
         done: set[int] = set()
-        counted_to = 0
-        line_no = block.first_line
-        for m in self.prefilter.finditer(data):
-            start = data.rfind(b"\n", 0, m.start()) + 1
-            if start in done:
-                continue
-            done.add(start)
-            if line_no:
-                line_no += data.count(b"\n", counted_to, start)
-                counted_to = start
-            end = data.find(b"\n", m.end())
-            self._line(block, line_no, self._decode(data[start:end]))
+        for index, raw in self.prefilter.lines(data):
+            done.add(index)
+            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
         # the block's last lines: who was still talking at its end
+        total = data.count(b"\n")
         end = len(data) - 1
-        tail: list[tuple[int, int]] = []
-        for _ in range(TAIL_LINES):
+        tail: list[bytes] = []
+        for _ in range(min(TAIL_LINES, total)):
             start = data.rfind(b"\n", 0, end) + 1
-            tail.append((start, end))
+            tail.append(data[start:end])
+            end = start - 1
             if start == 0:
                 break
-            end = start - 1
-        total = data.count(b"\n")
-        for k, (start, end) in enumerate(reversed(tail)):
-            if start in done:
-                continue
-            n = block.first_line + total - len(tail) + k if block.first_line else 0
-            self._line(block, n, self._decode(data[start:end]), liveness_only=True)
+        for k, raw in enumerate(reversed(tail)):
+            index = total - len(tail) + k
+            if index not in done:
+                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
+                           liveness_only=True)
 
     def _decode(self, raw: bytes) -> str:
         if len(raw) > self.max_line:

@@ -91,7 +91,8 @@ def test_clean_log_is_ok(tmp_path):
 
 
 @pytest.mark.parametrize("block", [64 * 1024, 1024 * 1024])
-def test_sparse_path_finds_the_same_root(tmp_path, block):
+@pytest.mark.parametrize("use_grep", [True, False], ids=["grep", "python"])
+def test_sparse_path_finds_the_same_root(tmp_path, block, use_grep):
     # a big log read block by block through the prefilter gives the same answer as a small one
     chatter = "".join(f"{r}: [2024-05-01 11:00:00,000] gpu04{1 + r // 4}:{1000 + r}:1 [0] NCCL INFO AllReduce: opCount {i:x} "
                       f"sendbuff 0x7f count 1024 datatype 7 op 0 root 0 comm 0x5 [nranks=8] stream 0x9\n"
@@ -99,7 +100,7 @@ def test_sparse_path_finds_the_same_root(tmp_path, block):
     text = _job()
     path = tmp_path / "big.out"
     path.write_text(chatter + text)
-    runs, _ok = analyse([str(path)], matcher=STUB, block=block)
+    runs, _ok = analyse([str(path)], matcher=STUB, block=block, use_grep=use_grep)
     root = {r.id: r for r in runs}["log.diagnosis"].findings[0]
     assert root.summary.startswith("rank 5 on gpu042 failed first: CUDA out of memory at 12:03:41; 7 ranks")
     assert root.evidence["where"] == f"{path}:{16000 + 17}"

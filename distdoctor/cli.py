@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
     nccltest.add_arguments(nccl)
+
+    from distdoctor.logs import command as log_command
+
+    log = sub.add_parser("log", help="read a failed job's logs: the rank that failed first, its host, the cause, the fix",
+                         description=log_command.DESCRIPTION, epilog=EXIT_CODES_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    log_command.add_arguments(log)
     return parser
 
 
@@ -311,6 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from distdoctor import nccltest
 
             code = nccltest.run(args)
+        elif args.command == "log":
+            from distdoctor.logs import command as log_command
+
+            code = log_command.run(args)
         else:
             parser.print_help()
             code = EXIT_USAGE

@@ -83,10 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
+    inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
+    inv.add_argument("--format", choices=("text", "json"), default="text")
+    inv.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    inv.add_argument("--snapshot", action="store_true",
+                     help="print an [expect] table of the facts that should agree across nodes, for the config file")
+    inv.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
+    inv.add_argument("--timeout", type=limits.arg_seconds, default=None, help="bound for the whole inventory, seconds (default 20)")
+
     from distdoctor import nccltest
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
     nccltest.add_arguments(nccl)
+
+    from distdoctor.logs import command as log_command
+
+    log = sub.add_parser("log", help="read a failed job's logs: the rank that failed first, its host, the cause, the fix",
+                         description=log_command.DESCRIPTION, epilog=EXIT_CODES_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    log_command.add_arguments(log)
     return parser
 
 
@@ -129,13 +144,14 @@ def write_output(text: str, path: str | None, stdout_fd: int | None = 1) -> None
     output.write_report(text, path, stdout_fd)
 
 
-def render(report: Report, fmt: str, verbose: bool, to_file: bool, stream=None) -> str:
+def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: dict | None = None,
+           stream=None) -> str:
     """The report as text; a console report for a terminal is printed to stream (the reserved
     stdout) instead, and "" returned."""
     if fmt == "json":
         from distdoctor.render import json as json_render
 
-        return json_render.render(report)
+        return json_render.render(report, {"inventory": inventory} if inventory is not None else None)
     if fmt == "prometheus":
         from distdoctor.render import prometheus
 
@@ -255,10 +271,17 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         from distdoctor.launch import detect_context
 
         context = detect_context({})
+    inventory = None
+    if args.format == "json":
+        from distdoctor import inventory as inventory_mod
+
+        # Inside the run's bound: what is not known when the time is up is left out.
+        left = max(1.0, total_timeout - (time.monotonic() - started))
+        inventory = inventory_mod.collect(facts, host, timeout=min(inventory_mod.COLLECT_TIMEOUT, left))
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
     try:
-        text = render(report, args.format, args.verbose, bool(args.output),
+        text = render(report, args.format, args.verbose, bool(args.output), inventory,
                       stream=None if args.output or args.format != "console" else out.text())
         if text:
             write_output(text, args.output, out.fd)
@@ -321,6 +344,28 @@ def cmd_explain(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     return EXIT_OK
 
 
+def cmd_inventory(args: argparse.Namespace, out: output.ReservedStdout) -> int:
+    from distdoctor import inventory as inventory_mod
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+    from distdoctor.render.json import json_safe
+
+    host = Host()
+    config = load_config(args.config, host)
+    timeout = args.timeout if args.timeout is not None else inventory_mod.COLLECT_TIMEOUT
+    inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
+    stream = out.text()
+    if args.snapshot:
+        stream.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+    elif args.format == "json":
+        stream.write(json.dumps(json_safe(inventory), indent=2, allow_nan=False) + "\n")
+    else:
+        for name, value in inventory.items():
+            stream.write(f"{name} = {inventory_mod.text_value(value)}\n")
+    stream.flush()
+    return EXIT_OK
+
+
 def _signal_exit_code(signum: int) -> int:
     return EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED
 
@@ -344,10 +389,19 @@ def _exit_hard_on_second_signal() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # nccl-test and log run no third-party code and manage their own output.
     if args.command == "nccl-test":
         from distdoctor import nccltest
 
         return nccltest.run(args)
+    if args.command == "log":
+        from distdoctor.logs import command as log_command
+
+        try:
+            return _finish(log_command.run(args), None)
+        except UsageError as exc:
+            print(f"distdoctor: {exc}", file=sys.stderr)
+            return _finish(EXIT_USAGE, None)
     if args.command not in COMMANDS:
         parser.print_help()
         return EXIT_USAGE
@@ -373,8 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _signal_exit_code(exc.signum)
     if in_main_thread:
         _exit_hard_on_second_signal()
+    return _finish(code, out)
+
+
+def _finish(code: int, out: output.ReservedStdout | None) -> int:
     abandoned = any(t.daemon and t.is_alive() for t in threading.enumerate())
-    if not abandoned:
+    if out is not None and not abandoned:
         out.restore()
     try:
         sys.stdout.flush()
@@ -387,4 +445,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain}
+COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "inventory": cmd_inventory}

@@ -66,11 +66,126 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
+    cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
+                         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmp.add_argument("reports", nargs="+", metavar="REPORT.json|DIR",
+                     help="reports from `check --format json -o FILE` or a `fleet --save` directory")
+    add_cluster_output(cmp)
+
     from distdoctor import nccltest
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
     nccltest.add_arguments(nccl)
     return parser
+
+
+def add_cluster_output(parser: argparse.ArgumentParser) -> None:
+    """Options every command that compares node reports shares (compare, fleet)."""
+    parser.add_argument("--format", choices=("console", "json", "prometheus"), default="console")
+    parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically) instead of stdout")
+    parser.add_argument("--fail-on", choices=("warn", "fail"), default=None,
+                        help="lowest status that makes the exit code non-zero (default: fail)")
+    parser.add_argument("--expect", action="append", default=[], metavar="FACT=VALUE",
+                        help="pin an inventory fact (`gpu.count=8`, `nccl.version=>=2.18`); wins over the majority")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="config file (TOML); its [expect] table pins facts like --expect")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show OK findings and every odd node")
+
+
+def expectations(args: argparse.Namespace, config) -> dict:
+    """[expect] from the config files, then --expect on top (the command line wins)."""
+    table = dict(getattr(config, "expect", None) or {})
+    for item in args.expect:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--expect {item!r}: write FACT=VALUE, e.g. gpu.count=8")
+        value = value.strip()
+        table[key.strip()] = int(value) if value.isdigit() else value
+    return table
+
+
+def write_cluster(view, args: argparse.Namespace) -> int:
+    """Render a cluster.ClusterView in the chosen format; the exit code like check's."""
+    if args.format == "json":
+        from distdoctor.render import json as json_render
+
+        text = json_render.render(view.report, view.to_dict())
+    elif args.format == "prometheus":
+        from distdoctor.render import prometheus
+
+        text = prometheus.render_cluster(view)
+    else:
+        import io
+
+        from distdoctor.render import console as console_render
+
+        buf = io.StringIO() if args.output else None
+        console = (console_render.make_console(buf, width=100, color=False) if buf is not None
+                   else console_render.make_console())
+        console_render.render_cluster(view, console, args.verbose)
+        text = buf.getvalue() if buf is not None else ""
+    try:
+        if text:
+            write_output(text, args.output)
+    except OSError as exc:
+        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_OUTPUT
+    return exit_code(view.report.runs, args.fail_on or "fail")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from distdoctor import cluster
+    from distdoctor.host import Host
+
+    started_wall, started = time.time(), time.monotonic()
+    host = Host()
+    config = load_config(args.config, host)
+    expect = expectations(args, config)
+    paths: list[str] = []
+    for path in args.reports:
+        names = host.list_dir(path) if os.path.isdir(path) else None
+        if names is not None:
+            paths += [os.path.join(path, n) for n in names if n.endswith(".json")]
+        else:
+            paths.append(path)
+    errors: list[str] = []
+    docs: list[tuple[str, dict]] = []
+    for path in paths:
+        try:
+            text = host.read_text(path, max_bytes=64 * 1024 * 1024)
+        except OSError as exc:
+            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        if text is None:
+            errors.append(f"{path}: no such file")
+            continue
+        try:
+            docs.append((path, cluster.parse_report(text)))
+        except cluster.NotAReport as exc:
+            errors.append(f"{path}: {exc}")
+    if errors or not docs:
+        raise UsageError("\n".join(errors) if errors else "no report files (*.json) given")
+    # Nodes are named by the host in their report; two files from one host (or two nodes that
+    # share a hostname, which is itself a finding) keep their file names apart.
+    hosts = [str(doc.get("host") or os.path.basename(path)) for path, doc in docs]
+    reports = {}
+    for (path, doc), name in zip(docs, hosts):
+        reports[name if hosts.count(name) == 1 else path] = doc
+    from distdoctor.engine import build_report
+
+    stamp = build_report([], host=host.hostname(), context=cluster_context(len(reports)), started=started_wall,
+                         duration=0.0)
+    view = cluster.build(reports, expect=expect, command="compare", host=host.hostname(),
+                         started_at=stamp.started_at, duration=time.monotonic() - started,
+                         context=stamp.context)
+    return write_cluster(view, args)
+
+
+def cluster_context(n: int):
+    from distdoctor.model import RunContext
+
+    return RunContext("none", f"comparing {n} node report{'s' if n != 1 else ''}")
 
 
 def _split(values: Sequence[str]) -> list[str]:
@@ -286,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cmd_list(args)
         elif args.command == "explain":
             code = cmd_explain(args)
+        elif args.command == "compare":
+            code = cmd_compare(args)
         elif args.command == "nccl-test":
             from distdoctor import nccltest
 

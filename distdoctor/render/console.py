@@ -149,4 +149,23 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     console.print(summary)
 
 
-__all__ = ["render", "make_console", "escape"]
+def render_cluster(view, console: Console, verbose: bool = False) -> None:
+    """A cluster.ClusterView: the summary line, the comparison as a report, then one section per
+    odd node naming what it differs in (the nodes that agree need no section)."""
+    console.print(Text(view.summary, style="bold"), overflow="fold")
+    render(view.report, console, verbose)
+    odd = [(node, info) for node, info in view.per_node.items() if info.get("outlier_in")]
+    if not odd:
+        return
+    console.print()
+    console.print(Text("Odd nodes", style="bold underline"))
+    shown = odd if verbose else odd[:50]
+    for node, info in shown:
+        line = Text(f"  {node}: ", style="bold")
+        line.append(", ".join(info["outlier_in"]))
+        console.print(line, overflow="fold")
+    if len(shown) < len(odd):
+        console.print(Text(f"  (+{len(odd) - len(shown)} more; -v shows them)", style="dim"))
+
+
+__all__ = ["render", "render_cluster", "make_console", "escape"]

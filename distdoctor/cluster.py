@@ -160,6 +160,8 @@ def node_facts(doc: Any) -> dict[str, Any]:
         raise NotAReport(f"report schema {version or '(none)'} is not one this distdoctor reads ({SCHEMA_MAJOR}.x)")
     if doc.get("command") != "check":
         raise NotAReport(f"a `{doc.get('command')}` report, not a node's `check` report")
+    if "cluster" in doc:
+        raise NotAReport("a whole job's report, not one node's")
     inventory = doc.get("inventory")
     facts: dict[str, Any] = dict(inventory) if isinstance(inventory, dict) else {}
     for run in doc["checks"]:
@@ -237,6 +239,27 @@ def _diff_dict(diff: engine.Difference) -> dict[str, Any]:
             "groups": finding.evidence["groups"], "summary": finding.summary, "fix": finding.fix}
 
 
+# Nodes that are containers or namespaces on one machine share its kernel (boot id) and often
+# its /etc/machine-id. That is harmless while NCCL can tell them apart: its host hash (hostname +
+# boot id, or NCCL_HOSTID) differs. Only then is a shared boot or machine id left unreported.
+_SHARED_BY_ONE_MACHINE = ("host.boot_id", "host.machine_id")
+
+
+def _same_machine(diff: engine.Difference, members: Mapping[str, Mapping[str, Any]]) -> bool:
+    if diff.key not in _SHARED_BY_ONE_MACHINE or diff.basis != "duplicate":
+        return False
+    for group in diff.groups:
+        for fact in ("nccl.host_hash", "host.name"):
+            values = [members[m].get(fact) for m in group.members]
+            if all(values):
+                if len(set(map(str, values))) < len(values):
+                    return False
+                break
+        else:
+            return False
+    return True
+
+
 def _run_of(diff: engine.Difference) -> str:
     if diff.basis == "expected":
         return "cluster.expectations"
@@ -271,7 +294,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
             missing.append(Missing(node, f"{node}: {exc}", f"# look at {node}'s output by hand"))
     no_inventory = [n for n, doc in reports.items() if n in members and not isinstance(doc.get("inventory"), dict)]
 
-    diffs = [_status_of(d) for d in engine.compare(members, rules, expect)] if members else []
+    diffs = [_status_of(d) for d in engine.compare(members, rules, expect)
+             if not _same_machine(d, members)] if members else []
     findings: dict[str, list[Finding]] = {run_id: [] for run_id, _title in _RUNS}
     for m in missing:
         findings["cluster.reports"].append(Finding(m.status, m.reason, subject=m.node, fix=m.fix))
@@ -318,3 +342,50 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
     report = Report(__version__, host, context, started_at or "1970-01-01T00:00:00.000Z", duration,
                     tuple(runs), command)
     return ClusterView(report, sorted(members), diffs, missing, outliers, per_node)
+
+
+# --- one report per job -------------------------------------------------------------------------
+
+def run_from_dict(run: Mapping[str, Any]) -> CheckRun:
+    """A check run as a node report wrote it, back into the model (for the job's report)."""
+    findings = tuple(Finding(_STATUS_BY_NAME.get(f.get("status"), Status.ERROR), str(f.get("summary") or "-"),
+                             str(f.get("subject", "")), str(f.get("explanation", "")), str(f.get("fix", "")),
+                             dict(f.get("evidence") or {}))
+                     for f in run.get("findings", []) if isinstance(f, dict))
+    status = _STATUS_BY_NAME.get(run.get("status"), Status.ERROR)
+    return CheckRun(str(run.get("id")), str(run.get("title", run.get("id"))), tuple(run.get("tags", ())), status,
+                    findings or (Finding(status, "-"),), float(run.get("duration_s", 0.0)), str(run.get("source", "")))
+
+
+def job_view(reports: Mapping[str, Mapping[str, Any]], leader: str, *, missing: Sequence[Missing] = (),
+             expect: Mapping[str, Any] | None = None, host: str = "", started_at: str = "",
+             duration: float = 0.0, context: RunContext | None = None) -> ClusterView:
+    """The report of a whole job: each check once where every node agrees (the leader's run, or
+    the one node where it did not skip), the cluster comparison, and per node only the checks
+    that ended differently there (`nodes.<name>.differing_checks`)."""
+    view = build(reports, missing=missing, expect=expect, command="check", host=host, started_at=started_at,
+                 duration=duration, context=context)
+    order: list[str] = []
+    by_check: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for node in [leader] + [n for n in reports if n != leader]:
+        doc = reports.get(node)
+        if not isinstance(doc, Mapping) or node not in view.nodes:
+            continue
+        for run in doc.get("checks", []):
+            if isinstance(run, Mapping) and isinstance(run.get("id"), str):
+                if run["id"] not in by_check:
+                    order.append(run["id"])
+                by_check.setdefault(run["id"], {})[node] = run
+    common: list[CheckRun] = []
+    for check_id in order:
+        runs = by_check[check_id]
+        results = {r.get("status") for r in runs.values() if r.get("status") != Status.SKIP.value}
+        if len(results) <= 1:
+            shown = next((r for r in runs.values() if r.get("status") != Status.SKIP.value), runs.get(leader)) \
+                or next(iter(runs.values()))
+            common.append(run_from_dict(shown))
+            continue
+        for node, run in runs.items():
+            view.per_node[node].setdefault("differing_checks", []).append(dict(run))
+    view.report = dataclasses.replace(view.report, runs=tuple(common) + view.report.runs)
+    return view

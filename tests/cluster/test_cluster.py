@@ -173,3 +173,13 @@ def test_console_names_odd_nodes_once(tmp_path):
     assert text.startswith("12 nodes, 1 outlier (gpu007)")
     assert "  gpu007: net.if.eth0.mtu" in text and "gpu001:" not in text
     assert "$ clush -w gpu007 -- ip link set dev eth0 mtu 9000" in text
+
+
+def test_nodes_on_one_machine_share_boot_and_machine_id_harmlessly_while_nccl_tells_them_apart():
+    reports = fleet(3)
+    for doc in reports.values():
+        doc["inventory"].update({"host.boot_id": "one-kernel", "host.machine_id": "one-image"})
+    assert cluster.build(reports).differences == []
+    reports["gpu003"]["inventory"].update({"host.name": "gpu002", "nccl.host_hash": "hash-gpu002"})
+    keys = {d.key for d in cluster.build(reports).differences}
+    assert keys == {"host.name", "host.boot_id", "host.machine_id", "nccl.host_hash"}

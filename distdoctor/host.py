@@ -245,6 +245,15 @@ class Host:
 
     # --- names and sockets ----------------------------------------------------------------
 
+    def write_stdout_once(self, data: bytes) -> None:
+        """data to fd 1 in one write(2) where the pipe takes it whole: a launcher that forwards
+        several tasks' output then never splits one task's line with another's."""
+        sys.stdout.flush()
+        view = memoryview(data)
+        while view:
+            written = os.write(1, view)
+            view = view[written:]
+
     def hostname(self) -> str:
         return socket.gethostname()
 

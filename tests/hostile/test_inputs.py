@@ -182,3 +182,25 @@ def test_task_counts_are_capped(value):
 
 def test_task_counts_at_the_cap_are_valid():
     assert len(parse_counts("2(x65536)")) == limits.MAX_COUNT_ELEMENTS
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--only", ","], "--only"),
+    (["--only", " , ,"], "--only"),
+    (["--skip", ","], "--skip"),
+    (["--only", "gpu.invntory"], "gpu.inventory"),     # a typo: the close match is named
+    (["--only", "slurm.environment,nosuch.check"], "nosuch.check"),
+    (["--skip", "reach.hsots"], "reach.hosts"),
+    (["--only", "zzz.*"], "zzz.*"),
+])
+def test_selections_that_name_nothing_are_usage_errors(args, named):
+    result = dd("check", *args, "--format", "json", timeout=30)
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert named in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("only", ["net.*", "slurm", "gpu.inventory,gpu.cuda-compat"])
+def test_globs_areas_and_ids_select(only):
+    result = dd("check", "--only", only, "--format", "json", timeout=60)
+    doc = strict_json(result.stdout)
+    assert doc["checks"] and "Traceback" not in result.stderr

@@ -143,7 +143,7 @@ def expectations(args: argparse.Namespace, config) -> dict:
     return table
 
 
-def write_cluster(view, args: argparse.Namespace) -> int:
+def write_cluster(view, args: argparse.Namespace, out: output.ReservedStdout) -> int:
     """Render a cluster.ClusterView in the chosen format; the exit code like check's."""
     if args.format == "json":
         from distdoctor.render import json as json_render
@@ -160,19 +160,19 @@ def write_cluster(view, args: argparse.Namespace) -> int:
 
         buf = io.StringIO() if args.output else None
         console = (console_render.make_console(buf, width=100, color=False) if buf is not None
-                   else console_render.make_console())
+                   else console_render.make_console(out.text()))
         console_render.render_cluster(view, console, args.verbose)
         text = buf.getvalue() if buf is not None else ""
     try:
         if text:
-            write_output(text, args.output)
-    except OSError as exc:
-        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            write_output(text, args.output, out.fd)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
         return EXIT_OUTPUT
     return exit_code(view.report.runs, args.fail_on or "fail")
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def cmd_compare(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor import cluster
     from distdoctor.host import Host
 
@@ -217,7 +217,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     view = cluster.build(reports, expect=expect, command="compare", host=host.hostname(),
                          started_at=stamp.started_at, duration=time.monotonic() - started,
                          context=stamp.context)
-    return write_cluster(view, args)
+    return write_cluster(view, args, out)
 
 
 def cluster_context(n: int):
@@ -289,15 +289,24 @@ def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: di
     return ""
 
 
+# Runs the CLI itself adds to every report (broken packs, config problems): selecting them is
+# not a typo, though they are reported whenever they have something to say.
+CORE_RUNS = ("core.check-packs", "core.config")
+
+
 def _unknown_selectors(checks: list[CheckInfo], patterns: list[str]) -> list[str]:
-    return [p for p in patterns if not any(_matches(c, p) for c in checks)]
+    def known(pattern: str) -> bool:
+        return (any(_matches(c, pattern) for c in checks) or pattern == "core"
+                or any(fnmatch.fnmatchcase(core, pattern) for core in CORE_RUNS))
+    return [p for p in patterns if not known(p)]
 
 
 def _validate_selection(checks: list[CheckInfo], args: argparse.Namespace) -> None:
     """--only/--skip name what exists: a typo must not silently run everything (or nothing)."""
     import difflib
 
-    names = sorted({c.id for c in checks} | {c.area for c in checks} | {t for c in checks for t in c.tags})
+    names = sorted({c.id for c in checks} | {c.area for c in checks} | {t for c in checks for t in c.tags}
+                   | set(CORE_RUNS))
     for option in ("only", "skip"):
         given = getattr(args, option)
         patterns = _split(given)
@@ -420,8 +429,6 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         inventory = inventory_mod.collect(facts, host, timeout=min(inventory_mod.COLLECT_TIMEOUT, left))
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
-<<<<<<< HEAD
-=======
     if job.role in ("leader", "gatherer"):
         doc = json.loads(render(report, "json", False, True, inventory))
         doc["node"] = job.node
@@ -434,22 +441,19 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
                 print(f"distdoctor: {job.node}: {why}", file=sys.stderr)
                 return EXIT_ERROR
             return EXIT_OK
-        return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline)
+        return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline, out)
     if args.format == "jsonl":
         doc = json.loads(render(report, "json", False, True, inventory))
         doc["node"] = job.node
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         try:
-            if args.output:
-                write_output(line, args.output)
-            else:
-                host.write_stdout_once(line.encode())
-        except OSError as exc:
-            print(f"distdoctor: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+            # One write(2) to the reserved stdout: a launcher forwarding several tasks' output
+            # never splits this line with another's.
+            write_output(line, args.output, out.fd)
+        except output.OutputError as exc:
+            print(f"distdoctor: {exc}", file=sys.stderr)
             return EXIT_OUTPUT
         return exit_code(report.runs, args.fail_on or config.run.get("fail_on", "fail"))
-    text = render(report, args.format, args.verbose, bool(args.output), inventory)
->>>>>>> main
     try:
         text = render(report, args.format, args.verbose, bool(args.output), inventory,
                       stream=None if args.output or args.format != "console" else out.text())
@@ -469,9 +473,6 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     return exit_code(report.runs, fail_on)
 
 
-<<<<<<< HEAD
-def cmd_list(args: argparse.Namespace, out: output.ReservedStdout) -> int:
-=======
 def _bind_address(host, name: str) -> str:
     """The address rank 0 listens on: its rendezvous name as resolved here, and only if that is
     one of this host's own, non-loopback addresses (peers on other nodes must reach it)."""
@@ -489,7 +490,7 @@ def _bind_address(host, name: str) -> str:
 
 
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,
-                deadline: float) -> int:
+                deadline: float, out: output.ReservedStdout) -> int:
     """Rank 0: wait (bounded) for the other nodes' reports and print one report for the job."""
     from distdoctor import cluster, jobreport
 
@@ -517,11 +518,10 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
     view = cluster.job_view(reports, job.node, missing=missing, expect=getattr(config, "expect", None) or None,
                             host=report.host, started_at=report.started_at, duration=report.duration,
                             context=report.context)
-    return write_cluster(view, args)
+    return write_cluster(view, args, out)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
->>>>>>> main
+def cmd_list(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
     registry = registry_mod.load(args.checks_dir, Host().env)
@@ -635,31 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signum, _raise_interrupted)
     out = output.ReservedStdout()
     try:
-<<<<<<< HEAD
         code = COMMANDS[args.command](args, out)
-=======
-        if args.command == "check":
-            code = cmd_check(args)
-        elif args.command == "list":
-            code = cmd_list(args)
-        elif args.command == "explain":
-            code = cmd_explain(args)
-        elif args.command == "inventory":
-            code = cmd_inventory(args)
-        elif args.command == "compare":
-            code = cmd_compare(args)
-        elif args.command == "nccl-test":
-            from distdoctor import nccltest
-
-            code = nccltest.run(args)
-        elif args.command == "log":
-            from distdoctor.logs import command as log_command
-
-            code = log_command.run(args)
-        else:
-            parser.print_help()
-            code = EXIT_USAGE
->>>>>>> main
     except UsageError as exc:
         print(f"distdoctor: {exc}", file=sys.stderr)
         code = EXIT_USAGE
@@ -691,4 +667,5 @@ def _finish(code: int, out: output.ReservedStdout | None) -> int:
     return code
 
 
-COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "inventory": cmd_inventory}
+COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "inventory": cmd_inventory,
+            "compare": cmd_compare}

@@ -14,8 +14,8 @@ import os
 import platform
 import re
 import resource
+import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -24,14 +24,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-MAX_OUTPUT = 16 * 1024 * 1024
+from distdoctor import reaper
+
+MAX_OUTPUT = 16 * 1024 * 1024  # bytes kept of a command's stdout (and of its stderr); beyond, it is killed
 _DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([0-9][^-]*?)\.(?:dist-info|egg-info)$")
 
 
 @dataclass(frozen=True)
 class CommandResult:
     argv: tuple[str, ...]
-    returncode: int | None  # None when the command was killed at its timeout
+    returncode: int | None  # None when it was killed: at its timeout, or for printing too much
     stdout: str = ""
     stderr: str = ""
     duration: float = 0.0
@@ -127,6 +129,8 @@ class Host:
         start = time.monotonic()
         if exe is None:
             return CommandResult(argv, 127, error="not found")
+        token = reaper.new_token()
+        run_env[reaper.TOKEN_VAR] = token
         try:
             proc = subprocess.Popen(
                 [exe, *argv[1:]], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -139,44 +143,39 @@ class Host:
             return CommandResult(argv, 126, error="permission denied")
         except OSError as exc:
             return CommandResult(argv, 126, error=exc.strerror or str(exc))
-        data = input.encode() if isinstance(input, str) else input
-        writer = None
-        if data is not None and len(data) > 65536:
-            # communicate() feeds stdin 512 bytes per poll round; a block of megabytes (`log`
-            # piping a log block into grep) goes faster written whole from a thread.
-            writer = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
-            proc.stdin = None
-            data = None
-            writer.start()
+        reaper.started(proc.pid, token)
         try:
-            out, err = proc.communicate(data, timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            self._kill_group(proc)
-            try:
-                out, err = proc.communicate(timeout=2)
-            except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
-                out, err = b"", b""
-            timed_out = True
-        if writer is not None:
-            writer.join(timeout=2)
+            data = input.encode() if isinstance(input, str) else input
+            writer = None
+            if data is not None:
+                # From a thread, whole: the reader below never blocks on a tool that reads slowly.
+                writer = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
+                writer.start()
+            out, err, ended_how = _collect(proc, timeout)
+            if ended_how != "exited":
+                orphans = reaper.kill_tree(proc.pid, token)
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:  # stuck in the kernel (D state): abandon it
+                    pass
+                reaper.collect(orphans)
+            if writer is not None:
+                writer.join(timeout=2)
+        finally:
+            reaper.ended(proc.pid)
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
         duration = time.monotonic() - start
+        if ended_how == "flooded":
+            return CommandResult(argv, None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                                 duration, False, error=f"printed more than {MAX_OUTPUT // (1024 * 1024)} MiB "
+                                                        f"and was killed")
+        timed_out = ended_how == "timeout"
         return CommandResult(
             argv, None if timed_out else proc.returncode,
-            out[:MAX_OUTPUT].decode("utf-8", "replace"), err[:MAX_OUTPUT].decode("utf-8", "replace"),
+            out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
             duration, timed_out,
         )
-
-    @staticmethod
-    def _kill_group(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
 
     def python(self, code: str, timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         """Run a snippet in a fresh interpreter: how distdoctor asks about torch or loads a
@@ -524,6 +523,42 @@ def _nvml_query() -> dict[str, Any]:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _collect(proc: subprocess.Popen, timeout: float) -> tuple[bytes, bytes, str]:
+    """stdout and stderr of proc until it exits and both pipes close, at most `timeout`
+    seconds and MAX_OUTPUT bytes each. How it ended: "exited", "timeout" or "flooded". A
+    grandchild that keeps a pipe open after the command exits counts against the timeout."""
+    deadline = time.monotonic() + timeout
+    buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    open_fds = set(buffers)
+    with selectors.DefaultSelector() as sel:
+        for fd in open_fds:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), "timeout"
+            for key, _ in sel.select(min(left, 1.0)):
+                try:
+                    chunk = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(key.fd)
+                    open_fds.discard(key.fd)
+                    continue
+                buf = buffers[key.fd]
+                buf += chunk
+                if len(buf) > MAX_OUTPUT:
+                    del buf[MAX_OUTPUT:]
+                    return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), "flooded"
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:  # closed its output but did not exit
+        return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), "timeout"
+    return bytes(buffers[proc.stdout.fileno()]), bytes(buffers[proc.stderr.fileno()]), "exited"
 
 
 def _feed(pipe, data: bytes) -> None:

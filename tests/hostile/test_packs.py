@@ -62,8 +62,8 @@ IN_CHECK = {
     "interrupts": ("raise KeyboardInterrupt", "error"),
     "writes-fd1": ("import os\n    os.write(1, b'garbage to fd 1')\n    yield ok('wrote')", "ok"),
     "prints": ("print('garbage from print')\n    yield ok('printed')", "error"),
-    "child-prints": ("import subprocess\n    subprocess.run(['echo', 'garbage from a child'], check=False)\n"
-                     "    yield ok('child printed')", "ok"),
+    "child-prints": (("import subprocess\n    subprocess.run(['echo', 'garbage from a child'], check=False)\n"
+                      "    yield ok('child printed')"), "ok"),
     "prints-then-hangs": ("import os, time\n    os.write(1, b'{\"garbage\": ')\n    time.sleep(3600)", "timeout"),
 }
 

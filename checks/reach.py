@@ -129,7 +129,14 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
     """(explanation, fix) for one kind of failure, with `example` (a host that has it) in the commands."""
     port = result.data.get("port") or (settings.ssh_port or 22)
     p_opt = f" -p {settings.ssh_port}" if settings.ssh_port else ""
-    keyscan = f"ssh-keyscan{p_opt} -t ed25519 {example} > /tmp/{example}.key"
+    # known_hosts names a host on another port than 22 as [host]:port
+    known_name = f"'[{example}]:{settings.ssh_port}'" if settings.ssh_port and settings.ssh_port != 22 else example
+    # The scanned key stays in a shell variable: the key checked is the key added, and no file
+    # with a predictable name (/tmp/HOST.key, which another local user could plant) is involved.
+    add_key = (f"keys=$(ssh-keyscan -H{p_opt} -t ed25519 {example})\n"
+               f"printf '%s\\n' \"$keys\" | ssh-keygen -lf -    # compare with the fingerprint the host's "
+               f"admin reads on its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub\n"
+               f"printf '%s\\n' \"$keys\" >> ~/.ssh/known_hosts    # only if the two fingerprints match")
     if column == R.NAME:
         if kind == R.LOOPBACK:
             return ("A node name that maps to 127.x here makes gloo, NCCL's bootstrap and MASTER_ADDR "
@@ -179,19 +186,14 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                 "off; add the key after checking its fingerprint against the one the host's admin (or "
                 "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on its console) shows. Cluster-wide, "
                 "admins can ship /etc/ssh/ssh_known_hosts or sign host keys (@cert-authority).",
-                f"{keyscan}\n"
-                f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
-                f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+                add_key)
     if kind == S.HOSTKEY_CHANGED:
         where = result.data.get("known_hosts_file") or "~/.ssh/known_hosts"
         line = result.data.get("known_hosts_line")
         at = f" (line {line})" if line else ""
         return ("The host presents a different key from the one recorded here. After a reinstall that is "
                 "expected; otherwise it may be an attack. Confirm with the admins before replacing it.",
-                f"ssh-keygen -f \"{where}\" -R {example}   # drop the old key{at}\n"
-                f"{keyscan}\n"
-                f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
-                f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+                f"ssh-keygen -f \"{where}\" -R {known_name}   # drop the old key{at}\n" + add_key)
     if column == R.SSH and ("kex_exchange_identification" in result.message
                             or "Connection reset" in result.message):
         return ("sshd accepted the connection and hung up before the key exchange. Usually sshd's "

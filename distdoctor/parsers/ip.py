@@ -28,9 +28,11 @@ class IpLink:
 def _json(text: str, what: str):
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ParseError("ip", f"{what}: not JSON ({exc.msg})", exc.lineno, text.splitlines()[exc.lineno - 1]
                          if text.splitlines() and 0 < exc.lineno <= len(text.splitlines()) else "") from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, arrays nested 1000 deep
+        raise ParseError("ip", f"{what}: not usable JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
 def parse_link_json(text: str) -> list[IpLink]:

@@ -46,6 +46,9 @@ def is_known_link(word: str) -> bool:
     return word == "X" or link_rank(word) < len(LINK_ORDER)
 
 
+MAX_CPUS = 65536  # more than Linux's NR_CPUS allows: a longer list is not a CPU list
+
+
 def parse_cpu_list(text: str | None) -> tuple[int, ...]:
     """'0-47,96-143' -> the CPUs; () for N/A or anything unreadable."""
     if not text:
@@ -53,11 +56,13 @@ def parse_cpu_list(text: str | None) -> tuple[int, ...]:
     cpus: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        match = re.fullmatch(r"([0-9]{1,7})(?:-([0-9]{1,7}))?", part)
         if not match:
             return ()
         lo = int(match.group(1))
         hi = int(match.group(2) or lo)
+        if hi - lo + 1 + len(cpus) > MAX_CPUS:
+            return ()
         cpus.extend(range(lo, hi + 1))
     return tuple(cpus)
 
@@ -459,7 +464,7 @@ def _int_or_none(value: str, name: str, number: int, line: str) -> int | None:
         return None
     try:
         return int(value, 16) if value.lower().startswith("0x") else int(float(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # nan, inf, 1e400
         raise ParseError(TOOL, f"{name} is {value!r}, not a number", number, line) from None
 
 
@@ -479,7 +484,10 @@ def parse_query_gpu(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> tuple[
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        row = [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
+        try:
+            row = [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
+        except csv.Error as exc:  # a field over csv's 128 KB limit, a NUL
+            raise ParseError(TOOL, f"not CSV: {exc}", number, line[:200]) from None
         if len(row) != len(fields):
             raise ParseError(TOOL, f"{len(row)} values where {len(fields)} were asked for", number, line)
         value = dict(zip(fields, row))

@@ -29,6 +29,8 @@ def parse_version_py(text: str) -> TorchVersionFile:
         tree = ast.parse(text)
     except SyntaxError as exc:
         raise ParseError(TOOL, f"not valid Python: {exc.msg}", exc.lineno, "") from None
+    except (ValueError, UnicodeError, RecursionError, MemoryError) as exc:  # NUL, lone surrogate, nesting
+        raise ParseError(TOOL, f"not valid Python: {type(exc).__name__}") from None
     values: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:

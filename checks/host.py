@@ -75,6 +75,18 @@ _KILLERS = {
 }
 
 
+def _nccl_integer(value: str) -> int | None:
+    """An integer setting as NCCL reads it (strtoll with base 0 over the whole value; anything
+    else, `nan` or `1x` or a 200 KB string, is invalid and NCCL falls back to the default)."""
+    text = value.strip()
+    if not text or len(text) > 24:
+        return None
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
 @check("host.nccl-env", title="NCCL environment is not slowed down by debugging switches",
        tags=("host", "nccl", "env"), timeout=5)
 def nccl_env(ctx: Context):
@@ -88,11 +100,19 @@ def nccl_env(ctx: Context):
     found = False
     for name, effect in _KILLERS.items():
         setting = settings.values.get(name)
-        if setting is None or setting.value.strip() in ("", "0"):
+        if setting is None or not setting.value.strip():
             continue
-        found = True
         where = "the environment" if setting.source == "environment" else setting.source
         fix = f"unset {name}" if setting.source == "environment" else f"sed -i '/^{name}=/d' {setting.source}"
+        number = _nccl_integer(setting.value)
+        if number is None:
+            yield warn(f"{name}={setting.value[:40]!r} (from {where}) is not an integer: NCCL ignores it and "
+                       f"uses its default (0)", subject=name, fix=fix,
+                       evidence={"name": name, "value": setting.value[:200], "source": setting.source})
+            continue
+        if number == 0:
+            continue
+        found = True
         yield warn(f"{name}={setting.value} (from {where}): {effect}", subject=name,
                    evidence={"name": name, "value": setting.value, "source": setting.source},
                    explanation="Useful to bisect a hang, ruinous to leave on. Remove it unless you know this "

@@ -204,3 +204,13 @@ def test_globs_areas_and_ids_select(only):
     result = dd("check", "--only", only, "--format", "json", timeout=60)
     doc = strict_json(result.stdout)
     assert doc["checks"] and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value,says", [("nan", "not an integer"), ("1e400", "not an integer"),
+                                        ("9" * 5000, "not an integer"), ("-inf", "not an integer"),
+                                        ("1", "InfiniBand/RoCE is off"), ("0x1", "InfiniBand/RoCE is off")])
+def test_nccl_numeric_variables_are_read_as_nccl_reads_them(value, says):
+    result = dd("check", "--only", "host.nccl-env", "--format", "json", env={"NCCL_IB_DISABLE": value}, timeout=30)
+    doc = strict_json(result.stdout)
+    summaries = [f["summary"] for f in findings(doc, "host.nccl-env") if f["subject"] == "NCCL_IB_DISABLE"]
+    assert len(summaries) == 1 and says in summaries[0] and len(summaries[0]) < 300

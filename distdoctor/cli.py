@@ -660,11 +660,12 @@ def _finish(code: int, out: output.ReservedStdout | None) -> int:
     abandoned = any(t.daemon and t.is_alive() for t in threading.enumerate())
     if out is not None and not abandoned:
         out.restore()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None when Python started with the descriptor closed
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     if abandoned:
         # A check or pack was abandoned at its deadline: do not let interpreter shutdown wait on it.
         os._exit(code)

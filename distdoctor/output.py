@@ -220,8 +220,16 @@ class ReservedStdout:
             os.dup2(2, 1)
         except OSError:  # stderr closed too: chatter goes nowhere rather than into the report
             null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.close(null)
+            if null != 1:  # with fd 1 closed, open() itself may have returned 1
+                os.dup2(null, 1)
+                os.close(null)
+        # Python sets sys.stdout/sys.stderr to None when started with the descriptor closed;
+        # give them fd 1 (stderr, or /dev/null when that is closed too) so nothing fails on them.
+        if sys.stdout is None:
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), errors="replace", line_buffering=True)
+        if sys.stderr is None:
+            sys.stderr = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), errors="backslashreplace",
+                                          line_buffering=True)
         self._text: TextIO | None = None
 
     def text(self) -> TextIO:

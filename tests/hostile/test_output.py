@@ -193,3 +193,29 @@ def test_write_fd_gives_up_on_a_stalled_reader(tmp_path):
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def _run_closed(tmp_path, close, *extra):
+    pack = write_pack(tmp_path / "pack", "quick.py", QUICK_PACK)
+
+    def closing():
+        for fd in close:
+            os.close(fd)
+
+    return subprocess.run([sys.executable, "-m", "distdoctor", "check", "--checks-dir", str(pack), "--only",
+                           "hostile.*", "--format", "json", *extra], capture_output=True, timeout=60,
+                          preexec_fn=closing, check=False)
+
+
+def test_a_closed_stdout_is_exit_74_not_a_traceback(tmp_path):
+    proc = _run_closed(tmp_path, [1])
+    assert proc.returncode == EXIT_OUTPUT
+    assert b"stdout" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_stdout_and_stderr_closed_still_write_the_file_and_the_code(tmp_path, fmt):
+    out = tmp_path / "report.txt"
+    assert _run_closed(tmp_path, [1, 2], "--format", fmt, "-o", str(out)).returncode == EXIT_OK
+    assert "hostile.quick" in out.read_text()
+    assert _run_closed(tmp_path, [1, 2], "--format", fmt).returncode == EXIT_OUTPUT

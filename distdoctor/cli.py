@@ -629,10 +629,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from distdoctor.engine import Interrupted
 
+    from distdoctor import reaper
+
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _raise_interrupted)
+    reaper.arm_process()
     out = output.ReservedStdout()
     try:
         code = COMMANDS[args.command](args, out)

@@ -23,7 +23,8 @@ import signal
 import threading
 import time
 
-TOKEN_VAR = "DISTDOCTOR_RUN_TOKEN"
+TOKEN_VAR = "DISTDOCTOR_RUN_TOKEN"  # one per command Host.run starts
+PROCESS_TOKEN_VAR = "DISTDOCTOR_PROCESS_TOKEN"  # one per distdoctor process, in os.environ
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 _lock = threading.Lock()
@@ -42,6 +43,20 @@ def _arm() -> None:
     except (OSError, AttributeError):  # not Linux: process groups alone
         pass
     atexit.register(kill_all)
+
+
+def arm_process() -> None:
+    """For the CLI, at start: become the subreaper now (before any pack runs) and mark the
+    environment every child of this process inherits, whoever starts it (a pack calling
+    subprocess directly too), so `kill_all` finds what they leave behind."""
+    with _lock:
+        _arm()
+        token = os.environ.get(PROCESS_TOKEN_VAR) if os.environ.get(PROCESS_TOKEN_VAR) in _tokens else None
+        if token is None:
+            token = secrets.token_hex(8)
+            _tokens.add(token)
+            os.environ[PROCESS_TOKEN_VAR] = token
+        _state["process_token"] = token
 
 
 def new_token() -> str:
@@ -64,7 +79,8 @@ def ended(pid: int) -> None:
 
 
 def _descendants_with(tokens: set[str]) -> list:
-    """Our descendants whose environment carries one of tokens."""
+    """Our descendants whose environment carries one of tokens (as the command's or the
+    process's token)."""
     import psutil
 
     found = []
@@ -74,7 +90,8 @@ def _descendants_with(tokens: set[str]) -> list:
         return found
     for child in children:
         try:
-            if child.environ().get(TOKEN_VAR) in tokens:
+            environ = child.environ()
+            if environ.get(TOKEN_VAR) in tokens or environ.get(PROCESS_TOKEN_VAR) in tokens:
                 found.append(child)
         except (psutil.Error, OSError):
             continue

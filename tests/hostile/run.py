@@ -10,6 +10,7 @@ import resource
 import subprocess
 import textwrap
 import time
+import uuid
 from dataclasses import dataclass
 
 import psutil
@@ -35,15 +36,56 @@ def _limit(memory: int):
 
 def dd(*args: str, env: dict | None = None, timeout: float = 60, memory: int = MEMORY_LIMIT,
        stdin=subprocess.DEVNULL, cwd=None) -> Result:
+    """distdoctor with args, under an address-space limit and a wall-clock bound; afterwards no
+    process that inherited this run's environment (distdoctor, a pack's children, a tool's
+    detached grandchildren) may remain."""
+    marker = uuid.uuid4().hex
     full_env = dict(os.environ)
     full_env.pop("DISTDOCTOR_CHECKS_PATH", None)
     full_env["XDG_CONFIG_HOME"] = "/nonexistent-distdoctor-config"
+    full_env[MARKER_VAR] = marker
     full_env.update(env or {})
     start = time.monotonic()
-    proc = subprocess.run([*distdoctor_argv(), *args], capture_output=True, timeout=timeout, env=full_env, check=False,
-                          preexec_fn=_limit(memory), stdin=stdin, cwd=cwd)
+    try:
+        proc = subprocess.run([*distdoctor_argv(), *args], capture_output=True, timeout=timeout, env=full_env,
+                              check=False, preexec_fn=_limit(memory), stdin=stdin, cwd=cwd)
+    finally:
+        left = _wait_for_environment_gone(marker)
+    assert not left, f"processes left behind: {left}"
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
                   time.monotonic() - start)
+
+
+MARKER_VAR = "DISTDOCTOR_HOSTILE_TEST"
+
+
+def _with_environment(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(MARKER_VAR) == marker:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _wait_for_environment_gone(marker: str, seconds: float = 3.0) -> list[str]:
+    """Descriptions of the marked processes still alive after `seconds`, which are then killed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = _with_environment(marker)
+        if not found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    described = []
+    for proc in found:
+        try:
+            described.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+            proc.kill()
+        except psutil.Error:
+            continue
+    return described
 
 
 def _reject(constant: str):

@@ -44,7 +44,7 @@ def test_every_exit_code_table_matches_the_model(path, heading):
 
 
 def test_the_help_epilog_lists_every_code():
-    listed = {int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s", model.EXIT_CODES_HELP, re.M)}
+    listed = {int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s", model.EXIT_CODES_HELP, re.MULTILINE)}
     assert listed == MODEL_CODES
 
 

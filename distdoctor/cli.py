@@ -411,6 +411,10 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     finally:
         if progress is not None:
             progress.stop()
+    if interrupted is None:
+        # The checks are done: a signal now is kept until the report is written, not raised
+        # in the middle of writing it.
+        _defer_signals()
 
     extra_runs: list[CheckRun] = []
     if registry.problems:
@@ -469,6 +473,8 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         return EXIT_OUTPUT
     if interrupted is not None:
         return _signal_exit_code(interrupted.signum)
+    if _DEFERRED:
+        return _signal_exit_code(_DEFERRED[0])
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     return exit_code(report.runs, fail_on)
 
@@ -602,10 +608,26 @@ def _exit_at_once(signum: int, _frame) -> None:
     os._exit(_signal_exit_code(signum))
 
 
+_DEFERRED: list[int] = []
+
+
+def _defer(signum: int, _frame) -> None:
+    if _DEFERRED:
+        os._exit(_signal_exit_code(signum))
+    _DEFERRED.append(signum)
+
+
+def _defer_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _defer)
+
+
 def _exit_hard_on_second_signal() -> None:
     """After the first Ctrl-C the partial report is being written; a second one means now."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _exit_at_once)
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _exit_at_once)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

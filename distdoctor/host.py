@@ -153,12 +153,11 @@ class Host:
                 writer.start()
             out, err, ended_how = _collect(proc, timeout)
             if ended_how != "exited":
-                orphans = reaper.kill_tree(proc.pid, token)
+                reaper.kill_tree(proc.pid, token)
                 try:
                     proc.wait(timeout=2)
                 except subprocess.TimeoutExpired:  # stuck in the kernel (D state): abandon it
                     pass
-                reaper.collect(orphans)
             if writer is not None:
                 writer.join(timeout=2)
         finally:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from distdoctor import hostlist
+from distdoctor import hostlist, limits
 from distdoctor.facts import fact
 from distdoctor.parsers import ParseError
 from distdoctor.parsers import ssh as ssh_parser
@@ -129,6 +129,11 @@ def collect_targets(host, *, hosts: Sequence[str] = (), hostfile: str | None = N
         if (target.user, target.name) not in seen:
             seen.add((target.user, target.name))
             unique.append(target)
+    if len(unique) > limits.MAX_HOSTS:
+        # A hostfile of a million lines (4 MB is read) is no cluster; probing it would only
+        # run into the check's deadline. The same cap as a hostlist's.
+        problems.append(f"{len(unique)} hosts given; only the first {limits.MAX_HOSTS} are probed")
+        unique = unique[:limits.MAX_HOSTS]
     return Targets(tuple(unique), origin, tuple(problems))
 
 

@@ -65,7 +65,7 @@ IN_CHECK = {
     "prints": ("print('garbage from print')\n    yield ok('printed')", "error"),
     "child-prints": (("import subprocess\n    subprocess.run(['echo', 'garbage from a child'], check=False)\n"
                       "    yield ok('child printed')"), "ok"),
-    # not through ctx.host: only the process-wide token and the subreaper can catch these
+    # not through ctx.host: only the process-wide token can catch these
     "detaches-a-daemon": (("import subprocess\n    subprocess.Popen(['sh', '-c', '(setsid sleep 3600 &)'], "
                            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n    yield ok('detached')"), "ok"),
     "prints-then-hangs": ("import os, time\n    os.write(1, b'{\"garbage\": ')\n    time.sleep(3600)", "timeout"),

@@ -658,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _raise_interrupted)
     reaper.arm_process()
+    _DEFERRED.clear()
     out = output.ReservedStdout()
     try:
         code = COMMANDS[args.command](args, out)

@@ -649,9 +649,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command not in COMMANDS:
         parser.print_help()
         return EXIT_USAGE
-    from distdoctor.engine import Interrupted
-
     from distdoctor import reaper
+    from distdoctor.engine import Interrupted
 
     in_main_thread = threading.current_thread() is threading.main_thread()
     if in_main_thread:

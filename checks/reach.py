@@ -106,7 +106,7 @@ def _firewall_fix(port: int, example: str) -> str:
         f"nc -vz -w 3 {example} {port}      # from here: does it answer now?",
         f"# on {example} (every host named), let the cluster subnet in:",
         f"firewall-cmd --permanent --add-port={port}/tcp && firewall-cmd --reload",
-        f"iptables -I INPUT -p tcp --dport {port} -s <cluster-subnet> -j ACCEPT",
+        f"# or: iptables -I INPUT -p tcp --dport {port} -s CLUSTER_SUBNET -j ACCEPT   (the subnet, e.g. 10.0.0.0/16)",
         f"# in a cloud: allow {port}/tcp between the nodes in the security group",
     ])
 
@@ -115,7 +115,8 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
     """(explanation, fix) for one kind of failure, with `example` (a host that has it) in the commands."""
     port = result.data.get("port") or (settings.ssh_port or 22)
     p_opt = f" -p {settings.ssh_port}" if settings.ssh_port else ""
-    keyscan = f"ssh-keyscan{p_opt} -t ed25519 {example} > /tmp/{example}.key"
+    # A private temporary file: a fixed /tmp name could be planted by another user.
+    keyscan = f"key=$(mktemp) && ssh-keyscan{p_opt} -t ed25519 {example} > \"$key\""
     if column == R.NAME:
         if kind == R.LOOPBACK:
             return ("A node name that maps to 127.x here makes gloo, NCCL's bootstrap and MASTER_ADDR "
@@ -166,8 +167,8 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                 "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on its console) shows. Cluster-wide, "
                 "admins can ship /etc/ssh/ssh_known_hosts or sign host keys (@cert-authority).",
                 f"{keyscan}\n"
-                f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
-                f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+                "ssh-keygen -lf \"$key\"    # compare the fingerprint, then:\n"
+                "cat \"$key\" >> ~/.ssh/known_hosts && rm -f \"$key\"")
     if kind == S.HOSTKEY_CHANGED:
         where = result.data.get("known_hosts_file") or "~/.ssh/known_hosts"
         line = result.data.get("known_hosts_line")
@@ -176,8 +177,8 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                 "expected; otherwise it may be an attack. Confirm with the admins before replacing it.",
                 f"ssh-keygen -f \"{where}\" -R {example}   # drop the old key{at}\n"
                 f"{keyscan}\n"
-                f"ssh-keygen -lf /tmp/{example}.key    # compare the fingerprint, then:\n"
-                f"cat /tmp/{example}.key >> ~/.ssh/known_hosts")
+                "ssh-keygen -lf \"$key\"    # compare the fingerprint, then:\n"
+                "cat \"$key\" >> ~/.ssh/known_hosts && rm -f \"$key\"")
     if column == R.SSH and ("kex_exchange_identification" in result.message
                             or "Connection reset" in result.message):
         return ("sshd accepted the connection and hung up before the key exchange. Usually sshd's "
@@ -258,7 +259,8 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         targets, ports, port_problems = _targets(ctx)
         settings = _settings(ctx, ports)
     except (ValueError, TypeError) as exc:
-        yield fail(f"reach.hosts parameters: {exc}", fix="fix [checks.\"reach.hosts\"] in the config file")
+        yield fail(f"reach.hosts parameters: {exc}",
+                   fix="# correct [checks.\"reach.hosts\"] in distdoctor's config file, or the --hosts/--hostfile/-H you gave")
         return
     for problem in list(targets.problems)[:20] + port_problems:
         yield fail(problem, subject=problem.split(":", 1)[0], **_input_fix(problem))
@@ -462,7 +464,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                        evidence=evidence,
                        explanation="MASTER_ADDR or MASTER_PORT differs from where the agent listens, or the "
                                    "master's agent has exited.",
-                       fix="compare MASTER_ADDR/MASTER_PORT on every node with torchrun's --rdzv-endpoint")
+                       fix="echo \"$MASTER_ADDR:$MASTER_PORT\"   # on every node; it must be torchrun's --rdzv-endpoint")
         else:
             yield ok(f"{addr} answers; nothing listens on port {port} yet (expected before rank 0 starts)",
                      subject=endpoint, evidence=evidence)

@@ -212,10 +212,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if registry.problems:
         extra_runs.append(problem_run("core.check-packs", "Check packs load", Status.ERROR,
                                       [m for _s, m in registry.problems],
-                                      fix="fix or remove the pack; `distdoctor list` shows what loaded"))
+                                      fix="distdoctor list   # shows what loaded; fix or remove the pack named above"))
     if config.problems:
         extra_runs.append(problem_run("core.config", "Configuration files are valid", Status.WARN,
-                                      config.problems, fix="remove or correct the keys named"))
+                                      config.problems, fix="# remove or correct the keys named above in the config file"))
     try:
         context = facts.run_context
     except Exception:  # the header must never stop the report

@@ -149,7 +149,8 @@ def load_file(config: Config, path: str, text: str) -> None:
                     continue
                 _check_type(path, text, "run.", key, value, RUN_KEYS[key])
                 if key == "fail_on" and value not in ("warn", "fail"):
-                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", not {value!r}")
+                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", "
+                                      f"not {value!r}")
                 if key == "disable":
                     if not all(isinstance(v, str) for v in value):
                         raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.disable must be a list of check ids")

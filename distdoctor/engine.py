@@ -98,7 +98,8 @@ def _close(job: _Job, debug: bool) -> CheckRun:
                                     item.fix, redact(dict(item.evidence))))
         else:
             findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
-                                    subject=info.id, fix="fix the check: yield ok(...)/warn(...)/fail(...)/skip(...)"))
+                                    subject=info.id,
+                                    fix="# the check must yield ok(...), warn(...), fail(...) or skip(...) findings"))
     if isinstance(job.error, ProbeTimeout):
         finding = job.error.finding
         findings.append(Finding(finding.status, finding.summary, finding.subject or info.id, finding.explanation,

@@ -270,6 +270,12 @@ def _get(settings, name: str) -> str | None:
     return getattr(value, "value", value)  # a Setting record or a plain string
 
 
+def shell_word(value: str) -> str:
+    """A list value as it goes after `export NAME=`: an exact-match list starts with '=', and
+    unquoted (`NCCL_SOCKET_IFNAME==eth0`) it reads as a typo."""
+    return f"'{value}'" if value.startswith("=") and "'" not in value else value
+
+
 def suggest_ifname(names: Sequence[str]) -> str:
     """The NCCL_SOCKET_IFNAME value for these interface names (one per node, in any order):
     exact-match syntax, so that `eth1` does not also take `eth10`."""

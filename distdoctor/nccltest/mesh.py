@@ -158,3 +158,23 @@ def summarize_blocked(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int,
     shown = [f"{s}({hosts.get(s, '?')})->{d}({hosts.get(d, '?')}): {st}" for s, d, st in pairs[:limit]]
     more = f" and {len(pairs) - limit} more" if len(pairs) > limit else ""
     return "; ".join(shown) + more
+
+
+def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
+                 addresses: Mapping[int, str]) -> str:
+    """One nft line per listening host whose connections fail: the rule goes on that node, and
+    is inserted at the top of its input chain (`nft add rule` would append it after the drop
+    rule that causes the failure, and change nothing)."""
+    sources: dict[str, list[str]] = {}
+    for src, dst, _status in pairs:
+        address = addresses.get(src) or ""
+        if address and hosts.get(dst):
+            found = sources.setdefault(hosts[dst], [])
+            if address not in found:
+                found.append(address)
+    lines = []
+    for host, addrs in sorted(sources.items()):
+        family = "ip6" if any(":" in a for a in addrs) else "ip"
+        match = addrs[0] if len(addrs) == 1 else "{ " + ", ".join(addrs) + " }"
+        lines.append(f"ssh {host} nft insert rule inet filter input {family} saddr {match} accept")
+    return "\n".join(lines)

@@ -188,7 +188,8 @@ class RankRun:
         local = any(a in mine or a.startswith("127.") or a == "::1" for a in resolved.addresses)
         if resolved.error:
             findings.append(fail(f"MASTER_ADDR {e.addr} does not resolve on rank 0's host: {resolved.error}",
-                                 subject=e.addr, fix="export MASTER_ADDR=<rank 0's hostname or address>"))
+                                 subject=e.addr, fix=f"export MASTER_ADDR={self.host.hostname()}   # rank 0's host, "
+                                                         "before launching (or its address)"))
         elif not local:
             findings.append(fail(
                 f"MASTER_ADDR {e.addr} ({', '.join(resolved.addresses)}) is not an address of rank 0's host "
@@ -213,7 +214,7 @@ class RankRun:
                 f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: something already listens there",
                 subject=str(self.endpoint.port),
                 explanation="another job's rendezvous, or an earlier test still running, holds the port",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+                fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: one free port for all ranks")],
                 time.monotonic() - self.started)
             return self.finish()
         try:
@@ -226,7 +227,7 @@ class RankRun:
                 f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: "
                 + ("the port is in use" if in_use else text), subject=str(self.endpoint.port),
                 explanation="another job, or an earlier test that is still running, holds the port" if in_use else "",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+                fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: one free port for all ranks")],
                 time.monotonic() - self.started)
             return self.finish()
         self.store.set("fp/0", json.dumps(fp))
@@ -329,7 +330,8 @@ class RankRun:
                     f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
                     explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
                     "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
-                    fix=f"export GLOO_SOCKET_IFNAME={value if names else '<interface>'}")
+                    fix=f"export GLOO_SOCKET_IFNAME={value}" if names
+                    else "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network")
 
     def lead_tests(self, fp: dict[str, Any], listener) -> int:
         backend, notes = self.choose_backend()
@@ -387,9 +389,11 @@ class RankRun:
                 explanation="NCCL and gloo open connections between every pair of ranks on random ports "
                 "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
                 "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them",
-                fix="nft add rule inet filter input ip saddr <cluster subnet> accept   # on every node: allow "
-                    "TCP between the nodes on all ports\n"
-                    "# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=<interface>"))
+                fix="# on each listening node, let its peers in ahead of the drop rule (or open the cloud "
+                    "security group):\n"
+                    + (mesh.firewall_fix(pairs, hosts, {f["rank"]: f.get("address") or "" for f in self.fps})
+                       or "nft list ruleset   # on the nodes that drop the connections")
+                    + "\n# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE"))
         if missing:
             gone = [int(k.split("/")[1]) for k in missing]
             findings.append(fail(f"rank{'s' if len(gone) > 1 else ''} {compare.rank_ranges(gone)} did not report "

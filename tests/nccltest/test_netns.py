@@ -68,7 +68,7 @@ def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
     assert found["nccl-test.cross-rank"] == "warn"
     summaries = {f["subject"]: f for f in checks(doc)["nccl-test.cross-rank"]["findings"]}
     assert "1 on rank 1 (nodeb)" in summaries["NCCL_IB_DISABLE"]["summary"]
-    assert summaries["interface"]["fix"] == "export NCCL_SOCKET_IFNAME==ens5,eth0"
+    assert summaries["interface"]["fix"] == "export NCCL_SOCKET_IFNAME='=ens5,eth0'"
     fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
     assert (fps[0]["host"], fps[0]["interface"], fps[0]["address"]) == ("nodea", "eth0", f"{SUBNET}.1")
     assert (fps[1]["host"], fps[1]["interface"], fps[1]["address"]) == ("nodeb", "ens5", f"{SUBNET}.2")
@@ -161,7 +161,7 @@ def test_nccl_would_pick_a_veth_on_one_node_is_named_with_the_fix(hosts):
     [veth] = [f for f in findings if f["subject"] == "NCCL_SOCKET_IFNAME" and "advertise" in f["summary"]]
     assert veth["status"] == "warn"
     assert "rank(s) 1" in veth["summary"] and "nodeb: vethdd0 (veth" in veth["summary"]
-    assert veth["fix"] == "export NCCL_SOCKET_IFNAME==ens5,eth0"
+    assert veth["fix"] == "export NCCL_SOCKET_IFNAME='=ens5,eth0'"
     fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
     assert fps[0]["nccl_interface"] == "eth0" and not fps[0]["nccl_suspect"]
     assert (fps[1]["nccl_interface"], fps[1]["nccl_address"]) == ("vethdd0", "172.31.250.1")

@@ -33,7 +33,8 @@ def test_srun_two_nodes(cluster, tasks):
     proc, doc, _ = nccl_test(cluster, "-N2", "-n", tasks)
     assert proc.returncode == 0, proc.stderr
     world = int(tasks)
-    assert doc["context"]["kind"] == "slurm-step" and doc["context"]["launcher"] == "srun" and doc["context"]["world_size"] == world
+    context = doc["context"]
+    assert context["kind"] == "slurm-step" and context["launcher"] == "srun" and context["world_size"] == world
     rendezvous = doc["nccl_test"]["rendezvous"]
     assert rendezvous["master_addr"] == "node1" and "first host" in rendezvous["addr_why"]
     assert "derived from Slurm job" in rendezvous["port_why"]

@@ -47,7 +47,8 @@ COMMON = [{}, {"NCCL_SOCKET_IFNAME": "enp"}, {"NCCL_SOCKET_IFNAME": "=enp1s0f0"}
 GPU_ONLY = [{"NCCL_SOCKET_IFNAME": "=enp2s0f1"}, {"NCCL_SOCKET_IFNAME": "tap0"},
             {"NCCL_SOCKET_IFNAME": "^docker,lo,ib,enp"}, {"NCCL_SOCKET_IFNAME": "^ib"},
             {"NCCL_SOCKET_IFNAME": "docker0"}, {"NCCL_COMM_ID": "10.81.15.9:5000"},
-            {"NCCL_COMM_ID": "10.81.11.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"}, {"NCCL_COMM_ID": ""}]
+            {"NCCL_COMM_ID": "10.81.11.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"},
+            {"NCCL_COMM_ID": ""}]
 
 
 def sh(ns: Namespaces, short, *argv):

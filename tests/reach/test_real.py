@@ -7,7 +7,6 @@ the test hosts and whose resolv.conf points at a loopback address where nothing 
 no query leaves the machine. All traffic stays on loopback or inside the namespace.
 """
 
-import json
 import os
 import socket
 import subprocess

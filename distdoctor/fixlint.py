@@ -32,7 +32,7 @@ COMMANDS = frozenset("""
     apptainer squeue srun ss ssh ssh-add ssh-copy-id ssh-keygen ssh-keyscan stat sudo sysctl
     systemctl tail tee timeout torchrun touch tr ulimit uname umount which xargs yum zypper
     distdoctor nvcc update-alternatives clush pdsh dirname basename sort uniq wc cut column diff find
-    sacct sacctmgr sshare sstat dpkg rpm conda mamba uv
+    sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace
     firewall-cmd ufw rdma ibdev2netdev mst mlxconfig lsof fuser tracepath traceroute nslookup dig
     host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi
 """.split())

@@ -6,8 +6,8 @@
 
 torch is imported only inside this package's run path, never by `distdoctor check`.
 Modules: rendezvous (who am I, where do we meet), interface (which address), fingerprint,
-compare (cross-rank), mesh (pairwise TCP), collectives, bench, session (one rank's protocol),
-report, watchdog (the outer bound), local (--local N).
+compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives,
+bench, session (one rank's protocol), report, watchdog (the outer bound), local (--local N).
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start N ranks on this machine (no launcher needed)")
     parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                         help="force a backend (default: nccl when every rank has CUDA, else gloo)")
-    parser.add_argument("--mesh", action=argparse.BooleanOptionalAction, default=None,
-                        help="check TCP between every pair of ranks first (default: on when the job spans hosts)")
+    parser.add_argument("--mesh", nargs="?", const="auto", choices=("auto", "full"), default=None,
+                        help="check TCP and time a transfer between hosts first (default: on when the job spans "
+                        "hosts); every pair of hosts up to 32 hosts, above that a plan in which every host sends "
+                        "and receives ('full': every pair whatever the size)")
+    parser.add_argument("--no-mesh", action="store_false", dest="mesh", help="skip the mesh check")
     parser.add_argument("--bench", action="store_true", help="all_reduce message-size sweep (like nccl-tests)")
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from distdoctor.fixlint import lint, lint_all
-from distdoctor.nccltest.mesh import firewall_fix
+from distdoctor.nccltest.hostmesh import firewall_fix
 
 
 def exists(*paths: str):

@@ -13,6 +13,7 @@ from itertools import combinations
 from distdoctor.api import Context, ProbeTimeout, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT, GpuProblem
 from distdoctor.parsers.nvidia_smi import LINK_ORDER, TopoDevice, TopoMatrix, link_rank
+from distdoctor.grammar import plural
 
 _FAR = LINK_ORDER.index("NODE")  # NODE and SYS: the pair's traffic crosses CPU interconnects
 _GDR = LINK_ORDER.index("PXB")  # NCCL uses GPUDirect RDMA up to PXB by default (NCCL_NET_GDR_LEVEL)
@@ -147,13 +148,13 @@ def inventory(ctx: Context):
         return
     described = ", ".join(f"{sum(g.name == m for g in gpus)} × {m}" for m in models)
     if expected and len(gpus) < expected:
-        yield fail(f"{len(gpus)} GPUs visible, expected {expected} ({why_expected})", evidence=evidence,
+        yield fail(f"{plural(len(gpus), 'GPU')} visible, expected {expected} ({why_expected})", evidence=evidence,
                    explanation="A GPU that is missing from the driver's list fell off the bus, was disabled, or "
                                "is hidden from this process (cgroup, CUDA_VISIBLE_DEVICES does not affect NVML).",
                    fix="nvidia-smi -L; dmesg -T | grep -iE 'NVRM|Xid'   # lspci | grep -i nvidia shows "
                        "what the bus has")
     elif expected and len(gpus) > expected:
-        yield warn(f"{len(gpus)} GPUs visible, expected {expected} ({why_expected})", evidence=evidence,
+        yield warn(f"{plural(len(gpus), 'GPU')} visible, expected {expected} ({why_expected})", evidence=evidence,
                    explanation="More GPUs than expected: the config is out of date, or the job's GPUs are not "
                                "confined (Slurm without ConstrainDevices=yes in cgroup.conf lets tasks use "
                                "GPUs they were not given).",
@@ -528,7 +529,8 @@ def visible_devices(ctx: Context):
                        "# srun --gpus-per-node=$SLURM_GPUS_ON_NODE --gpu-bind=none YOUR_PROGRAM\n"
                        "# and in the program: torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
     elif value is None:
-        yield ok(f"CUDA_VISIBLE_DEVICES is not set: all {len(inv.gpus)} GPUs are visible", evidence=evidence)
+        yield ok(f"CUDA_VISIBLE_DEVICES is not set: {'the' if len(inv.gpus) == 1 else 'all'} "
+                 f"{plural(len(inv.gpus), 'GPU')} {'is' if len(inv.gpus) == 1 else 'are'} visible", evidence=evidence)
     else:
         yield ok(f"CUDA_VISIBLE_DEVICES={value} names {visible} GPU(s) of this node", evidence=evidence)
 
@@ -583,7 +585,7 @@ def health(ctx: Context):
                            "[checks.\"gpu.health\"] expect_mig = true")
     if off and ctx.params.get("require_persistence", True):
         found = True
-        yield warn(f"persistence mode is off on {len(off)} of {len(inv.gpus)} GPUs "
+        yield warn(f"persistence mode is off on {len(off)} of {plural(len(inv.gpus), 'GPU')} "
                    f"({', '.join(f'GPU{g.index}' for g in off)})", subject="persistence mode",
                    explanation="Without persistence the driver tears the GPUs down when the last process exits, "
                                "and each job pays seconds of re-initialisation.",

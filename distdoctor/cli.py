@@ -12,6 +12,7 @@ from typing import Sequence
 
 from distdoctor import __version__
 from distdoctor import config as config_mod
+from distdoctor.grammar import plural
 from distdoctor import output
 from distdoctor import registry as registry_mod
 from distdoctor.model import (EXIT_CODES_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT,  # noqa: F401
@@ -137,15 +138,9 @@ def write_cluster(view, args: argparse.Namespace) -> int:
 
         text = prometheus.render_cluster(view)
     else:
-        import io
-
         from distdoctor.render import console as console_render
 
-        buf = io.StringIO() if args.output else None
-        console = (console_render.make_console(buf, width=100, color=False) if buf is not None
-                   else console_render.make_console())
-        console_render.render_cluster(view, console, args.verbose)
-        text = buf.getvalue() if buf is not None else ""
+        text = console_text(view, args.verbose, bool(args.output), console_render.render_cluster)
     try:
         if text:
             write_output(text, args.output)
@@ -257,16 +252,19 @@ def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: di
         from distdoctor.render import prometheus
 
         return prometheus.render(report)
-    import io
+    return console_text(report, verbose, to_file)
 
+
+def _codes_allowed_on_stderr() -> bool:
     from distdoctor.render import console as console_render
 
-    if to_file:
-        buf = io.StringIO()
-        console_render.render(report, console_render.make_console(buf, width=100, color=False), verbose)
-        return buf.getvalue()
-    console_render.render(report, console_render.make_console(), verbose)
-    return ""
+    return console_render.choose(True, None, os.environ)[1]
+
+
+def console_text(subject, verbose: bool, to_file: bool, draw=None) -> str:
+    from distdoctor.render import console as console_render
+
+    return console_render.text_for(subject, verbose, sys.stdout, os.environ, to_file, draw)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -331,13 +329,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     progress = None
     on_progress = None
-    if sys.stderr.isatty() and args.format == "console" or (sys.stderr.isatty() and args.output):
+    # The spinner redraws with escape codes: only on a terminal that the colour rule allows.
+    if sys.stderr.isatty() and (args.format == "console" or args.output) and _codes_allowed_on_stderr():
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn
 
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
                             console=Console(file=sys.stderr))
-        task = progress.add_task(f"running {len(chosen)} checks", total=len(chosen))
+        task = progress.add_task(f"running {plural(len(chosen), 'check')}", total=len(chosen))
         progress.start()
 
         def on_progress(done: int, total: int) -> None:
@@ -449,7 +448,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
         short = job.nodes - len(reports)
         why = job_problem or "no report within the job's bound"
         missing.append(cluster.Missing(f"{short} node{'s' if short > 1 else ''}",
-                                       f"{short} of {job.nodes} nodes sent no report: {why}"))
+                                       f"{short} of {plural(job.nodes, 'node')} sent no report: {why}"))
     view = cluster.job_view(reports, job.node, missing=missing, expect=getattr(config, "expect", None) or None,
                             host=report.host, started_at=report.started_at, duration=report.duration,
                             context=report.context)
@@ -488,7 +487,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if info.params:
         print("parameters (set them under [checks.\"%s\"] in the config file):" % info.id)
         for key, value in info.params.items():
-            print(f"  {key} = {value!r}")
+            print(f"  {key} = {config_mod.toml_value(value)}")
     if info.description:
         print()
         print(info.description)

@@ -100,6 +100,24 @@ def _same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def toml_value(value: Any) -> str:
+    """A parameter's value as it is written in the config file (`true`, `"auto"`, `[]`), so
+    that what `explain` and the reference show can be pasted under [checks."<id>"]."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+    return json.dumps(str(value))
+
+
 def default_files(env: Mapping[str, str], home: str) -> list[str]:
     xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     return [SYSTEM_FILE, os.path.join(xdg, "distdoctor", "config.toml")]

@@ -77,12 +77,17 @@ def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) 
             wake.notify_all()
 
 
-def _close(job: _Job, debug: bool) -> CheckRun:
+def _close(job: _Job, debug: bool, run_bound: float | None = None) -> CheckRun:
+    """run_bound: the whole run's --timeout, when that (not the check's own) is what ran out."""
     info = job.info
     duration = time.monotonic() - job.started if job.started else 0.0
     if not job.done:
-        reason = "did not start before the run's deadline" if not job.started else \
-            f"did not finish within its {job.timeout:g} s deadline and was abandoned"
+        if not job.started:
+            reason = f"did not start: the run's {run_bound:g} s bound (--timeout) ran out first"
+        elif run_bound is not None and duration < job.timeout:
+            reason = f"was still running when the run's {run_bound:g} s bound (--timeout) ran out, and was abandoned"
+        else:
+            reason = f"did not finish within its {job.timeout:g} s deadline and was abandoned"
         finding = Finding(Status.TIMEOUT, f"{info.title}: check {reason}", subject=info.id,
                           explanation="A check that hangs usually means a command it runs is hung "
                                       "(a GPU off the bus, an unresponsive file system or host).",
@@ -150,7 +155,7 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
                 active.append(index)
             if now >= run_deadline:
                 for index in pending + active:
-                    results[index] = _close(jobs_list[index], debug)
+                    results[index] = _close(jobs_list[index], debug, total_timeout)
                 pending, active = [], []
                 break
             with wake:

@@ -690,8 +690,9 @@ class RankRun:
                              self.ident.job_id, self.ident.step_id)
         report = report_mod.build(runs, self.host.hostname(), context, self.started_wall,
                                   time.monotonic() - self.started)
+        output = getattr(self.args, "output", None)
         report_mod.emit(report_mod.render(report, self.args.format, self.args.verbose,
-                                          {"nccl_test": self.recorder.extra}))
+                                          {"nccl_test": self.recorder.extra}, bool(output)), output)
 
     def crash(self, exc: BaseException) -> int:
         """Rank 0 hit a bug: report what is known, with the error under the step it was in."""

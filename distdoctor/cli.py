@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--debug", action="store_true", help="include tracebacks of failing checks")
     check.add_argument("--probe-torch", action="store_true",
                        help="import torch in a subprocess to report its real distributed backends and NCCL (slower)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="run every tool now instead of reusing answers cached under $XDG_CACHE_HOME/distdoctor "
+                            "(they are reused only while the tool, its files and environment are unchanged)")
 
     lst = sub.add_parser("list", help="list the available checks")
     lst.add_argument("--json", action="store_true")
@@ -276,6 +279,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     started_wall = time.time()
     started = time.monotonic()
     host = Host()
+    if not args.no_cache:
+        from distdoctor import toolcache
+
+        host.cache = toolcache.ToolCache(toolcache.directory_for(host.env, host.home()), __version__)
     config = load_config(args.config, host)
     if args.output:
         try:

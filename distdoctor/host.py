@@ -105,8 +105,9 @@ def _classify_errno(code: int | None, fallback: str) -> str:
 class Host:
     """The real machine."""
 
-    def __init__(self, env: Mapping[str, str] | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None, cache=None):
         self.env: Mapping[str, str] = dict(os.environ if env is None else env)
+        self.cache = cache  # a toolcache.ToolCache for run_cached, or None
 
     # --- commands -------------------------------------------------------------------------
 
@@ -166,6 +167,23 @@ class Host:
             out[:MAX_OUTPUT].decode("utf-8", "replace"), err[:MAX_OUTPUT].decode("utf-8", "replace"),
             duration, timed_out,
         )
+
+    def run_cached(self, argv: Sequence[str], timeout: float, depends_on: Sequence[str] = ()) -> CommandResult:
+        """run() for a tool whose answer only changes with the tool itself, the files in
+        depends_on, and the environment (see toolcache.py): from the cache when this exact
+        answer is there, else run and store it when it succeeded."""
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
+        if self.cache is None or exe is None:
+            return self.run(argv, timeout)
+        key = self.cache.key(argv, exe, self.env, depends_on)
+        entry = self.cache.get(key)
+        if entry is not None:
+            return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)
+        result = self.run(argv, timeout)
+        if result.returncode == 0 and not result.timed_out and not result.error:
+            self.cache.put(key, result.returncode, result.stdout, result.stderr)
+        return result
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen) -> None:

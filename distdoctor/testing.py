@@ -79,6 +79,9 @@ class FakeHost(Host):
                 return f"/usr/bin/{name}"
         return None
 
+    def run_cached(self, argv, timeout, depends_on=()) -> CommandResult:
+        return self.run(argv, timeout)
+
     def run(self, argv, timeout, env=None, input=None) -> CommandResult:
         argv = tuple(str(a) for a in argv)
         self.calls.append(argv)

@@ -32,15 +32,19 @@ def private_tmpdir():
     path = tempfile.mkdtemp(prefix="distdoctor-tests-")
     os.chmod(path, 0o755)
     old = os.environ.get("TMPDIR")
+    old_cache = os.environ.get("XDG_CACHE_HOME")
     os.environ["TMPDIR"] = path
+    # distdoctor's tool cache too: the runs the tests start must not read the user's.
+    os.environ["XDG_CACHE_HOME"] = os.path.join(path, "cache")
     tempfile.tempdir = None
     try:
         yield path
     finally:
-        if old is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = old
+        for name, value in (("TMPDIR", old), ("XDG_CACHE_HOME", old_cache)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         tempfile.tempdir = None
         shutil.rmtree(path, ignore_errors=True)
 

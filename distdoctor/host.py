@@ -99,7 +99,7 @@ def _classify_errno(code: int | None, fallback: str) -> str:
         errno_mod.EADDRNOTAVAIL: "address not available",
         errno_mod.EADDRINUSE: "address in use",
     }
-    return names.get(code, fallback)
+    return names.get(code, fallback) if code is not None else fallback
 
 
 class Host:
@@ -286,7 +286,7 @@ class Host:
                 infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
                 seen: list[str] = []
                 for info in infos:
-                    addr = info[4][0]
+                    addr = str(info[4][0])
                     if addr not in seen:
                         seen.append(addr)
                 box["addrs"] = tuple(seen)

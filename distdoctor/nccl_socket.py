@@ -143,7 +143,7 @@ def _getifaddrs(interfaces: Iterable[Interface]) -> list[tuple[Interface, Addres
     """The (interface, address) pairs in getifaddrs() order: all IPv4, then all IPv6, each in
     interface-index order, each interface's addresses in the kernel's order."""
     ordered = ifindex_order(list(interfaces))
-    out = []
+    out: list[tuple[Interface, Address]] = []
     for family in ("inet", "inet6"):
         for iface in ordered:
             out.extend((iface, a) for a in iface.addresses if a.family == family)

@@ -109,7 +109,7 @@ def mpi(facts) -> MpiInstall:
         return answers[first] if first == name else replace(answers[first], name=name, path=path)
 
     launchers = tuple(answer(name) for name in LAUNCHERS)
-    others = []
+    others: list[MpiLauncher] = []
     for name in side:
         launcher = answer(name)
         known = {(o.mpi.implementation, o.mpi.version) for o in (*launchers, *others) if o.mpi}

@@ -67,7 +67,7 @@ class _Buffer(io.StringIO):
         self._encoding = encoding
 
     @property
-    def encoding(self) -> str:  # the glyphs follow the destination's encoding
+    def encoding(self) -> str:  # type: ignore[override]  # the glyphs follow the destination's encoding
         return self._encoding
 
 
@@ -175,10 +175,10 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         console.print(Text(f"rank {report.context.rank} of {report.context.world_size}, local rank "
                            f"{report.context.local_rank}", style="dim"))
     runs = sorted(report.runs, key=lambda r: r.area)
-    for area, group in groupby(runs, key=lambda r: r.area):
+    for area, grouped in groupby(runs, key=lambda r: r.area):
         console.print()
         console.print(Text(area, style="bold underline"))
-        group = list(group)
+        group = list(grouped)
         folded = [] if verbose else _fold_skips(group)
         for reason, skipped in folded:
             line = Text()

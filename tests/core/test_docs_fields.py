@@ -83,3 +83,15 @@ def test_keys_in_the_docs_json_examples_exist():
 
 def test_the_checker_catches_the_field_that_was_invented():
     assert "nccl_prediction" not in _schema_keys() | _code_keys()
+
+
+def test_readme_has_two_commands_and_ci_runs_the_second():
+    readme = _docs()["README.md"]
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```console\n(.*?)\n```", quick_start, re.S)
+    assert len(commands) == 2, commands
+    assert commands[0] == "python3 -m pip install . && python3 -m distdoctor check"
+    with open(os.path.join(REPO, ".ci", "run")) as fh:
+        ci = [line for line in fh.read().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [commands[1].replace("pip install -e", "pip install -q -e")]
+    assert "ruff check" in commands[1].split("pytest")[0]  # lint runs before the tests

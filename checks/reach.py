@@ -132,6 +132,12 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
     # A private temporary file: a fixed /tmp name could be planted by another user.
     keyscan = f"key=$(mktemp) && ssh-keyscan{p_opt} -t ed25519 {example} > \"$key\""
     if column == R.NAME:
+        if kind == R.LOOPBACK and (example.lower() in R.LOCALHOST_NAMES or example.startswith("127.")
+                                   or example == "::1"):
+            # Never advise remapping localhost itself in /etc/hosts: that breaks the node.
+            return ("`localhost` is each node itself: in a list of several hosts the launcher and the "
+                    "ranks would each connect to their own node. Name every host by its cluster name or address.",
+                    f"hostname -f; ip -br addr   # use this name or address instead of {example} in the host list")
         if kind == R.LOOPBACK:
             return ("A node name that maps to 127.x here makes gloo, NCCL's bootstrap and MASTER_ADDR "
                     "advertise a loopback address that other nodes cannot reach (Debian puts "

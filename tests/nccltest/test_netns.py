@@ -51,10 +51,12 @@ def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True):
 
 
 def nft(ns: Namespaces, short: str, rule: str) -> None:
+    """The drop rule in `inet filter input`, the chain Debian's /etc/nftables.conf defines and the
+    mesh's printed fix inserts into."""
     apt.ensure("nftables")
-    ns.run(short, ["nft", "add", "table", "inet", "ddt"])
-    ns.run(short, ["nft", "add", "chain", "inet", "ddt", "input", "{ type filter hook input priority 0 ; }"])
-    ns.run(short, ["nft", "add", "rule", "inet", "ddt", "input", *rule.split()])
+    ns.run(short, ["nft", "add", "table", "inet", "filter"])
+    ns.run(short, ["nft", "add", "chain", "inet", "filter", "input", "{ type filter hook input priority 0 ; }"])
+    ns.run(short, ["nft", "add", "rule", "inet", "filter", "input", *rule.split()])
 
 
 def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
@@ -89,6 +91,14 @@ def test_drop_on_ephemeral_ports_shows_in_the_mesh(hosts):
     table = mesh["findings"][0]["evidence"]["table"]
     assert table["rows"][0][1:] == ["-", "timeout"] and table["rows"][1][1:] == ["ok", "-"]
     assert statuses(doc)["nccl-test.all-reduce"] == "skip"
+
+    # The printed fix works as printed, on the node it names: nodeb, ahead of its drop rule.
+    [line] = [line for line in mesh["findings"][0]["fix"].splitlines() if line.startswith("ssh ")]
+    assert line == f"ssh nodeb nft insert rule inet filter input ip saddr {SUBNET}.1 accept"
+    hosts.run("b", line.split()[2:])
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a=env, env_b={"GLOO_SOCKET_IFNAME": "ens5"})
+    assert (rc0, rc1) == (0, 0), (err0, err1, doc["checks"])
+    assert statuses(doc)["nccl-test.mesh"] == "ok"
 
 
 def test_drop_on_the_rendezvous_port_names_the_rank_that_never_arrived(hosts):

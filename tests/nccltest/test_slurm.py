@@ -58,7 +58,7 @@ def test_srun_cross_rank_catches_one_nodes_environment(cluster):
     assert "(unset) on rank 0 (node1)" in differs["summary"] and "ib0 on rank 1 (node2)" in differs["summary"]
     (none,) = [f for f in cross["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME" and "no usable" in f["summary"]]
     assert none["status"] == "fail" and "rank(s) 1" in none["summary"]
-    assert none["fix"] == "export NCCL_SOCKET_IFNAME==eth0"
+    assert none["fix"] == "export NCCL_SOCKET_IFNAME='=eth0'"
 
 
 def test_srun_node_whose_ranks_never_start_is_named(cluster):

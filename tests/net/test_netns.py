@@ -184,7 +184,7 @@ def test_bridge_first_warns_and_the_suggestion_works(lab):
     run = check_json(ns, "dock")["net.nccl-socket-interface"]
     warning = findings(run, "warn")[0]
     assert warning["subject"] == "br-5e6f7a8b9c0d" and "bridge" in warning["summary"]
-    assert warning["fix"] == "export NCCL_SOCKET_IFNAME==eno1 GLOO_SOCKET_IFNAME=eno1"
+    assert warning["fix"] == "export NCCL_SOCKET_IFNAME='=eno1' GLOO_SOCKET_IFNAME=eno1"
     # The real NCCL, given the suggestion, advertises eno1 ...
     (advertised,) = oracle(ns, lib, "dock", [{}], home)
     (fixed,) = oracle(ns, lib, "dock", [{"NCCL_SOCKET_IFNAME": "=eno1"}], home)

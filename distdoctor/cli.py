@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print an [expect] table of the facts that should agree across nodes, for the config file")
     inv.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
     inv.add_argument("--timeout", type=float, default=None, help="bound for the whole inventory, seconds (default 20)")
+    inv.add_argument("-o", "--output", metavar="FILE", help="write it here (atomically) instead of stdout")
 
     cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
                          epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -513,12 +514,16 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
     if args.snapshot:
-        sys.stdout.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+        text = inventory_mod.snapshot_toml(inventory, host.hostname())
     elif args.format == "json":
-        sys.stdout.write(json.dumps(inventory, indent=2) + "\n")
+        text = json.dumps(inventory, indent=2) + "\n"
     else:
-        for name, value in inventory.items():
-            sys.stdout.write(f"{name} = {inventory_mod.text_value(value)}\n")
+        text = "".join(f"{name} = {inventory_mod.text_value(value)}\n" for name, value in inventory.items())
+    try:
+        write_output(text, args.output)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
     return EXIT_OK
 
 

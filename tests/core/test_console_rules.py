@@ -116,3 +116,21 @@ def test_no_escape_codes_at_all_under_a_launcher_or_no_color_even_on_a_pty():
         out = run_in_pty(env)
         assert "host.shm-size" in out, out
         assert not ESCAPE.search(out), (env, out[:300])
+
+
+def test_every_report_command_has_the_same_output_options():
+    import argparse
+
+    from distdoctor.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        options = {o: a for a in command._actions for o in a.option_strings}
+        if name in ("list", "explain"):
+            continue  # not reports
+        assert "-o" in options and "--output" in options, name
+        if name == "inventory":
+            continue  # named facts, not a report: text or json
+        assert {"console", "json", "prometheus"} <= set(options["--format"].choices), name
+        assert options["--json"].const == "json", name

@@ -442,9 +442,9 @@ class Host:
         off (tests that stand in for nvidia-smi on a machine that has a driver)."""
         if self.env.get("DISTDOCTOR_NVML", "").strip() == "0":
             return {"status": "unavailable", "error": "NVML disabled by DISTDOCTOR_NVML=0"}
-        if not os.path.exists("/proc/driver/nvidia"):
+        if "pynvml" not in sys.modules and not os.path.exists("/proc/driver/nvidia"):
             # No NVIDIA kernel module: NVML cannot answer, and importing it costs a login node
-            # tens of milliseconds of `distdoctor check`.
+            # tens of milliseconds of `distdoctor check` (once imported, asking costs nothing).
             return {"status": "unavailable", "error": "no NVIDIA kernel driver is loaded (no /proc/driver/nvidia)"}
         box: dict[str, Any] = {}
         def work() -> None:

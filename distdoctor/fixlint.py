@@ -10,7 +10,7 @@ What it rejects, each seen in a real report:
 - a variable set to an absolute path that does not exist (`export SLURM_CONF=/etc/slurm/slurm.conf` on a node
   without it), unless the fix itself creates it;
 - loopback offered to NCCL or Gloo (`NCCL_SOCKET_IFNAME=eth0,lo`), and `NAME==value`;
-- predictable /tmp paths (another user can plant them): use mktemp;
+- writing to a predictable /tmp path (another user can plant it): use mktemp;
 - `nft add rule` / `iptables -A`, which append after the chain's drop rule and change nothing,
   and firewall commands that do not say which node they are for.
 """
@@ -32,7 +32,7 @@ COMMANDS = frozenset("""
     apptainer squeue srun ss ssh ssh-add ssh-copy-id ssh-keygen ssh-keyscan stat sudo sysctl
     systemctl tail tee timeout torchrun touch tr ulimit uname umount which xargs yum zypper
     distdoctor nvcc update-alternatives clush pdsh dirname basename sort uniq wc cut column diff find
-    sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace
+    sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace bash sh
     firewall-cmd ufw rdma ibdev2netdev mst mlxconfig lsof fuser tracepath traceroute nslookup dig
     host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi
 """.split())
@@ -153,7 +153,7 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
         if re.search(r"(?:^|[\s;&|])[A-Z_][A-Z0-9_]*==", line):
             problems.append(f"{line!r}: `NAME==value` reads as a typo; write NAME=value (or quote '=value' "
                             f"for an exact match)")
-        if re.search(r"(?<![\w.$/-])/(var/)?tmp/[A-Za-z0-9_.-]", line):
+        if re.search(r"(>>?|\b(?:tee|touch|mkdir|cp|mv|ln|install)\b[^;&|]*)\s*[\"']?/(var/)?tmp/[A-Za-z0-9_.-]", line):
             problems.append(f"{line!r}: a fixed path under /tmp can be planted by another user; use mktemp")
         for placeholder in _PLACEHOLDER.findall(line.split(" #")[0]):
             problems.append(f"{line!r}: {placeholder} is a placeholder, not shell; print the value, or "

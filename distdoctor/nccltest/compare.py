@@ -127,7 +127,7 @@ def _env_fix(name: str):
     def fix(diff: engine.Difference) -> str:
         values = [g.value for g in diff.groups if g.value not in (None, "", engine.ABSENT)]
         if len(values) == 1:
-            return (f"export {name}={values[0]}   # for every rank, before srun/mpirun (mpirun -x {name}); "
+            return (f"export {name}={shell_word(str(values[0]))}   # for every rank, before srun/mpirun (mpirun -x {name}); "
                     f"or unset it where it is set")
         return f"# set {name} to one value for every rank, before srun/mpirun (mpirun -x {name})"
     return fix

@@ -323,16 +323,19 @@ class RankRun:
         names = sorted(set(per_host.values()))
         # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
         # per node, not the union NCCL_SOCKET_IFNAME would take.
-        value = names[0] if len(names) == 1 else "<this node's interface>   # " + ", ".join(
-            f"{i} on {h}" for h, i in sorted(per_host.items()))
         if len(names) == 1:
-            value += "   # or map the hostname to the node's real address in /etc/hosts"
+            fix = (f"export GLOO_SOCKET_IFNAME={names[0]}   # or map the hostname to the node's real address "
+                   "in /etc/hosts")
+        elif names:  # each node exports its own interface's name
+            fix = "# export GLOO_SOCKET_IFNAME per node, before launching:\n" + "\n".join(
+                f"# on {h}: export GLOO_SOCKET_IFNAME={i}" for h, i in sorted(per_host.items()))
+        else:
+            fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
         return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "
                     f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
                     explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
                     "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
-                    fix=f"export GLOO_SOCKET_IFNAME={value}" if names
-                    else "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network")
+                    fix=fix)
 
     def lead_tests(self, fp: dict[str, Any], listener) -> int:
         backend, notes = self.choose_backend()

@@ -137,8 +137,9 @@ def test_gloo_on_a_hostname_that_resolves_to_loopback_is_caught_before_it_hangs(
     init = checks(doc)["nccl-test.init"]
     assert init["status"] == "fail" and "gloo would advertise 127.0.0.1" in init["findings"][-1]["summary"]
     # the two "hosts" name their interface differently: one value per node, not a union
-    assert init["findings"][-1]["fix"] == (f"export GLOO_SOCKET_IFNAME=<this node's interface>   # eth0 on vm "
-                                           f"({SUBNET}.1), ens5 on vm ({SUBNET}.2)")
+    assert init["findings"][-1]["fix"] == ("# export GLOO_SOCKET_IFNAME per node, before launching:\n"
+                                           f"# on vm ({SUBNET}.1): export GLOO_SOCKET_IFNAME=eth0\n"
+                                           f"# on vm ({SUBNET}.2): export GLOO_SOCKET_IFNAME=ens5")
 
 
 def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):

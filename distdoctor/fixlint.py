@@ -189,9 +189,7 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
                     m = _ASSIGNMENT.match(word)
                     if m and m.group(1) in LOOPBACK_VARS and _lo_offered(*m.groups()):
                         problems.append(f"{line!r}: offers loopback in {m.group(1)}; other nodes cannot reach lo")
-                if head in COMMANDS or head in BUILTINS or head.startswith(("/", "./", "$")):
-                    pass
-                else:
+                if not (head in COMMANDS or head in BUILTINS or head.startswith(("/", "./", "$"))):
                     problems.append(f"{line!r}: {head!r} is not a command; a fix is shell or a # comment")
                     break
                 if head in ("export", "unset") and any(not re.fullmatch(r"[A-Za-z_]\w*(=.*)?", w, re.S)

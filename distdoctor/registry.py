@@ -9,6 +9,7 @@ finding; the other packs still run.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import sys
@@ -112,7 +113,15 @@ def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str
 def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
          entry_points: Iterable | None = None) -> Registry:
     registry = Registry()
-    eps = entry_points if entry_points is not None else metadata.entry_points(group=GROUP)
+    eps = list(entry_points if entry_points is not None else metadata.entry_points(group=GROUP))
+    if entry_points is None and not any(ep.name == "builtin" for ep in eps):
+        # Not installed (a clone on PYTHONPATH): no entry points at all, but the pack is beside us.
+        try:
+            pack = importlib.import_module(BUILTIN)
+        except ModuleNotFoundError as exc:
+            pack = _source_tree_builtin() if exc.name == BUILTIN else None
+        if pack is not None:
+            registry.add_pack(f"entry point builtin ({BUILTIN})", pack)
     # The built-in pack first, so a site pack that reuses a built-in id is the one reported.
     for ep in sorted(eps, key=lambda e: (e.name != "builtin", e.name)):
         source = f"entry point {ep.name} ({ep.value})"

@@ -24,11 +24,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 SYSTEM_FILE = "/etc/distdoctor/config.toml"
 
 RUN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -151,6 +146,11 @@ def _check_type(path: str, text: str, where: str, key: str, value: Any, kind) ->
 
 
 def load_file(config: Config, path: str, text: str) -> None:
+    # Imported here: most runs have no config file, and the parser costs check ~7 ms to import.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

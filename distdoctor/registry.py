@@ -116,6 +116,7 @@ def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
     eps = list(entry_points if entry_points is not None else metadata.entry_points(group=GROUP))
     if entry_points is None and not any(ep.name == "builtin" for ep in eps):
         # Not installed (a clone on PYTHONPATH): no entry points at all, but the pack is beside us.
+        pack: object | None
         try:
             pack = importlib.import_module(BUILTIN)
         except ModuleNotFoundError as exc:

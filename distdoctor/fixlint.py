@@ -52,7 +52,7 @@ _PLACEHOLDER = re.compile(r"<[A-Za-z][^<>|;&]*>")
 _ARITHMETIC = re.compile(r"\$\(\([^()]*\)\)")
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
-_REDIRECTS = {">", ">>", "<", "<<", ">&", "&>", "2>", "2>>"}
+_REDIRECTS = {">", ">>", "<", "<<", ">&", "<&", ">|"}
 _SSH_OPTS_WITH_ARG = set("bcDEeFIiJLlmOopQRSWw")
 
 
@@ -78,12 +78,20 @@ def _words(line: str) -> list[str] | str:
 
 
 def _commands(words: list[str]) -> Iterable[list[str]]:
+    """Simple commands, each with its redirections (`> FILE`, `</dev/tcp/...`) kept as the
+    operator joined to its target, so a leading redirection is not read as the command."""
     current: list[str] = []
+    pending_redirect = ""
     for word in words:
         if word in _SEPARATORS:
             if current:
                 yield current
-            current = []
+            current, pending_redirect = [], ""
+        elif word in _REDIRECTS:
+            pending_redirect += word
+        elif pending_redirect:
+            current.append(pending_redirect + word)
+            pending_redirect = ""
         else:
             current.append(word)
     if current:
@@ -184,6 +192,10 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
                     cmd = cmd[1:]
                 if not cmd:
                     break
+                redirects = [w for w in cmd if w[:1] in "<>"]
+                cmd = [w for w in cmd if w[:1] not in "<>"]
+                if not cmd:
+                    break
                 head = cmd[0]
                 for word in cmd[1:]:
                     m = _ASSIGNMENT.match(word)
@@ -198,6 +210,7 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
                 for path, made in _paths(cmd if head in CREATES else []):
                     if made:
                         created.add(path)
+                created.update(w.lstrip("<>&0123456789") for w in redirects if w.startswith(">"))
                 if head in ("export", "env"):
                     for path, _made in _paths([w for w in cmd[1:] if _ASSIGNMENT.match(w)]):
                         if not remote and path_exists is not None and not _made_here(path, created) \
@@ -213,6 +226,9 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
                     if not remote and not node_named:
                         problems.append(f"{line!r}: a firewall change must name its node "
                                         f"(ssh NODE ..., or a '# on NODE' line before it)")
+                if head in ("bash", "sh") and len(cmd) >= 3 and cmd[1] == "-c":
+                    problems += lint(cmd[2], None if remote else path_exists)
+                    break
                 if head == "ssh":
                     host, rest = _strip_ssh(cmd)
                     remote = remote or bool(host)

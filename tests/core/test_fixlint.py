@@ -31,6 +31,7 @@ def exists(*paths: str):
     ("export MASTER_ADDR=<rank 0's host>", "placeholder"),
     ("ssh vm 'systemctl status slurmctld; check the logs'", "'check' is not a command"),
     ("export 'two words'", "export takes NAME"),
+    ("bash -c 'check the logs'", "'check' is not a command"),
 ])
 def test_rejects(fix, why):
     problems = lint(fix, exists())
@@ -53,6 +54,8 @@ def test_rejects(fix, why):
     "echo '* soft memlock unlimited\n* hard memlock unlimited' >> /etc/security/limits.conf",
     "export LD_LIBRARY_PATH=/usr/lib:/opt/lib",
     "#SBATCH --gres=gpu:4   # ask Slurm for the GPUs\nunset CUDA_VISIBLE_DEVICES",
+    "timeout 5 bash -c '</dev/tcp/10.0.0.1/29500' && echo reachable",
+    "mkdir -p /opt/site && echo x > /opt/site/env && export SITE_ENV=/opt/site/env",
 ])
 def test_accepts(fix):
     assert lint(fix, exists("/usr/lib", "/opt/lib", "/etc/security/limits.conf")) == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
-from distdoctor.facts.build import nccl_version_string
 
 OPEN_MPI = "Open MPI"
 
@@ -58,7 +57,7 @@ def mpi_implementation(ctx: Context):
                    explanation="Scripts and launchers (Horovod uses mpirun, others mpiexec) will start ranks "
                                "with different runtimes; a binary built with one MPI started by the other runs "
                                "as separate 1-rank jobs.",
-                   fix="put one MPI first on PATH: module purge && module load <mpi>   # Debian/Ubuntu: "
+                   fix="module avail mpi   # then: module purge && module load ONE-MPI; on Debian/Ubuntu: "
                        "update-alternatives --config mpirun")
     elif known:
         main = known[0]
@@ -114,10 +113,11 @@ def mpi_cuda_aware(ctx: Context):
             and mpirun.mpi.version != info.version:
         yield warn(f"ompi_info is {label} but mpirun is {_label(mpirun)}: two Open MPI installs are mixed on PATH",
                    subject="ompi_info", evidence=evidence,
-                   fix="use the ompi_info and mpirun of one prefix: module purge && module load <openmpi>")
+                   fix=f"ls {os.path.dirname(mpirun.resolved)}/ompi_info   # use the ompi_info of mpirun's prefix: "
+                       "put that directory first on PATH (or module purge && module load one openmpi)")
     cuda = info.cuda_support
-    fix = ("module load openmpi/<version>-cuda   # a CUDA-aware build; or rebuild: ./configure --with-cuda=/usr/local/cuda "
-           "--with-ucx=<ucx built --with-cuda> && make install")
+    fix = ("module avail openmpi   # load a CUDA-aware build; or rebuild Open MPI with "
+           "./configure --with-cuda=/usr/local/cuda --with-ucx=UCX_BUILT_WITH_CUDA")
     if cuda is None:
         yield warn(f"{label}: ompi_info did not print built_with_cuda_support, CUDA support unknown",
                    subject=label, evidence=evidence, fix=f"{build.path} --parsable --all | grep built_with_cuda")
@@ -218,7 +218,7 @@ def nccl_libraries(ctx: Context):
         yield warn(f"{lib.path} ({', '.join(lib.sources)}) is unusable: {lib.error}", subject=lib.path,
                    evidence=evidence,
                    fix=(f"pip install --force-reinstall --no-deps {lib.package}=={lib.package_version}" if lib.package
-                        else f"remove or repair {lib.realpath}, or take its directory out of LD_LIBRARY_PATH"))
+                        else f"ls -l {lib.realpath}   # repair or remove it, or take its directory out of LD_LIBRARY_PATH"))
 
     # pip packages: duplicates, files overwritten by another package, pins torch asks for
     cuda = _torch_cuda(ctx)
@@ -299,8 +299,8 @@ def nccl_libraries(ctx: Context):
                                + (f"; torch gets {torch_loads.version} ({torch_loads.path})" if torch_loads and
                                   tdist.installed else "")
                                + ". Ranks built or launched differently can end up on different versions.",
-                   fix="keep one: pip uninstall the stray nvidia-nccl-* package, or remove the other directory "
-                       "from LD_LIBRARY_PATH")
+                   fix="pip list 2>/dev/null | grep -i nccl; echo \"$LD_LIBRARY_PATH\"   # keep one: uninstall the "
+                       "stray nvidia-nccl-* package, or take the other directory out of LD_LIBRARY_PATH")
     good = [lib for lib in libs.libraries if lib.version]
     if good:
         chosen = torch_loads or good[0]
@@ -349,8 +349,8 @@ def torch_distributed(ctx: Context):
         if _parse_version(tdist.nccl_runtime)[:3] != _parse_version(tdist.nccl_requirement[1])[:3]:
             yield warn(f"torch runs NCCL {tdist.nccl_runtime} but was built against "
                        f"{tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}", subject="nccl",
-                       evidence=evidence, fix="see build.nccl-libraries: remove the stray libnccl from LD_LIBRARY_PATH "
-                                              f"or pip install {tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}")
+                       evidence=evidence, fix=f"pip install {tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}   "
+                                              "# or take the stray libnccl out of LD_LIBRARY_PATH (build.nccl-libraries)")
     if tdist.error:
         yield warn(f"torch probe failed, fell back to build flags: {tdist.error}", subject="torch.distributed",
                    evidence=evidence)

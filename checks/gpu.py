@@ -13,6 +13,7 @@ from itertools import combinations
 from distdoctor.api import Context, ProbeTimeout, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT, GpuProblem
 from distdoctor.parsers.nvidia_smi import LINK_ORDER, TopoDevice, TopoMatrix, link_rank
+from distdoctor.grammar import plural
 
 _FAR = LINK_ORDER.index("NODE")  # NODE and SYS: the pair's traffic crosses CPU interconnects
 _GDR = LINK_ORDER.index("PXB")  # NCCL uses GPUDirect RDMA up to PXB by default (NCCL_NET_GDR_LEVEL)
@@ -147,29 +148,30 @@ def inventory(ctx: Context):
         return
     described = ", ".join(f"{sum(g.name == m for g in gpus)} × {m}" for m in models)
     if expected and len(gpus) < expected:
-        yield fail(f"{len(gpus)} GPUs visible, expected {expected} ({why_expected})", evidence=evidence,
+        yield fail(f"{plural(len(gpus), 'GPU')} visible, expected {expected} ({why_expected})", evidence=evidence,
                    explanation="A GPU that is missing from the driver's list fell off the bus, was disabled, or "
                                "is hidden from this process (cgroup, CUDA_VISIBLE_DEVICES does not affect NVML).",
                    fix="nvidia-smi -L; dmesg -T | grep -iE 'NVRM|Xid'   # lspci | grep -i nvidia shows "
                        "what the bus has")
     elif expected and len(gpus) > expected:
-        yield warn(f"{len(gpus)} GPUs visible, expected {expected} ({why_expected})", evidence=evidence,
+        yield warn(f"{plural(len(gpus), 'GPU')} visible, expected {expected} ({why_expected})", evidence=evidence,
                    explanation="More GPUs than expected: the config is out of date, or the job's GPUs are not "
                                "confined (Slurm without ConstrainDevices=yes in cgroup.conf lets tasks use "
                                "GPUs they were not given).",
-                   fix=f"set [checks.\"gpu.inventory\"] expected_count = {len(gpus)}, or ConstrainDevices=yes")
+                   fix=f"# in distdoctor's config, [checks.\"gpu.inventory\"]: expected_count = {len(gpus)}\n"
+                       "# or confine jobs to their GPUs: ConstrainDevices=yes in Slurm's cgroup.conf")
     else:
-        yield ok(f"{described}" + (f" (as expected)" if expected else ""), evidence=evidence)
+        yield ok(f"{described}" + (" (as expected)" if expected else ""), evidence=evidence)
     if len(models) > 1:
         yield warn(f"mixed GPU models on one node: {described}", evidence={"models": models},
                    explanation="Collectives run at the pace of the slowest GPU, and mixed architectures need a "
                                "torch/NCCL build that covers every compute capability.",
-                   fix="CUDA_VISIBLE_DEVICES=<indices of one model>   # or schedule by model: "
-                       "--gres=gpu:<model>:<N>")
+                   fix="nvidia-smi --query-gpu=index,name --format=csv   # then export CUDA_VISIBLE_DEVICES "
+                       "with the indices of one model, or ask Slurm for one: --gres=gpu:MODEL:COUNT")
     wanted = str(ctx.params.get("expected_model") or "").strip()
     if wanted and not all(wanted.lower() in g.name.lower() for g in gpus):
         yield warn(f"GPU model is not {wanted!r}: {described}", evidence={"expected_model": wanted, "models": models},
-                   fix="check the partition/constraint the job was scheduled on")
+                   fix="scontrol show job \"$SLURM_JOB_ID\" | grep -E 'Partition|Features|TRES'   # where the job ran")
 
 
 @check("gpu.p2p-topology", title="GPUs the job uses are connected by NVLink or PCIe, not across CPUs",
@@ -365,8 +367,8 @@ def nic_affinity(ctx: Context):
                                "the inter-socket link and host memory; all ranks wait for the slowest."
                                + (" NIC names are unknown (no NIC Legend): the table shows NICk labels."
                                   if names_unknown else ""),
-                   fix="place the ranks that talk across nodes on GPUs near a NIC (" + "; ".join(mapping) + "), "
-                       "or add a NIC on that socket")
+                   fix="# place the ranks that talk across nodes on GPUs near a NIC (" + "; ".join(mapping) + "),\n"
+                       "# or add a NIC on that socket; the table: nvidia-smi topo -m")
     else:
         worst_path = max((r[2] for r in rows), key=link_rank)
         gdr = link_rank(worst_path) <= _GDR
@@ -430,9 +432,11 @@ def cuda_compat(ctx: Context):
         if driver.cuda_field == "derived" else ""
     summary = f"torch {torch.version} needs CUDA {torch.cuda}; the driver {driver.driver_version} supports up to " \
               f"CUDA {driver.cuda_version}{derived}"
-    upgrade = (f"upgrade the NVIDIA driver (CUDA {torch.cuda} needs ≥ {_MIN_DRIVER[need[0]]} with minor-version "
-               "compatibility, or the driver of that release)" if need and need[0] in _MIN_DRIVER
-               else f"upgrade the NVIDIA driver to one that supports CUDA {torch.cuda}")
+    upgrade = (f"# upgrade the NVIDIA driver (CUDA {torch.cuda} needs ≥ {_MIN_DRIVER[need[0]]} with minor-version "
+               "compatibility, or the driver of that release), or install a torch built for this driver:"
+               if need and need[0] in _MIN_DRIVER
+               else f"# upgrade the NVIDIA driver to one that supports CUDA {torch.cuda}, or install a torch built "
+                    "for this driver:")
     downgrade = f"pip install torch --index-url https://download.pytorch.org/whl/cu{driver.cuda_version.replace('.', '')}"
     if have is None or need is None:
         yield warn(f"cannot compare CUDA versions {driver.cuda_version!r} and {torch.cuda!r}", evidence=evidence)
@@ -441,13 +445,13 @@ def cuda_compat(ctx: Context):
                    evidence=evidence,
                    explanation="The CUDA runtime inside torch refuses a driver older than itself; the first CUDA "
                                "call (and NCCL init) fails with that message.",
-                   fix=f"{upgrade}; or {downgrade}   # a torch built for CUDA ≤ {driver.cuda_version}")
+                   fix=f"{upgrade}\n{downgrade}   # a torch built for CUDA ≤ {driver.cuda_version}")
     elif need > have:
         yield warn(summary + ": runs through CUDA minor-version compatibility", subject="torch", evidence=evidence,
                    explanation="Within CUDA 11.x/12.x a newer runtime runs on an older driver of the same major "
                                "version, but PTX JIT and newer features fail (\"the provided PTX was compiled "
                                "with an unsupported toolchain\").",
-                   fix=f"{upgrade}; or {downgrade}")
+                   fix=f"{upgrade}\n{downgrade}")
     else:
         yield ok(f"torch {torch.version} (CUDA {torch.cuda}) runs on driver {driver.driver_version} "
                  f"(CUDA ≤ {driver.cuda_version}{derived})", evidence=evidence)
@@ -496,7 +500,8 @@ def visible_devices(ctx: Context):
             yield warn(f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG devices: a CUDA process uses only the first",
                        subject="CUDA_VISIBLE_DEVICES", evidence=evidence,
                        explanation="CUDA enumerates a single MIG device per process, and NCCL cannot communicate "
-                                   "between MIG instances.", fix="give each rank one MIG device")
+                                   "between MIG instances.", fix="nvidia-smi -L   # then give each rank one MIG UUID: "
+                                          "export CUDA_VISIBLE_DEVICES=MIG-... per rank")
         models = {g.name for g in inv.gpus}
         if len(models) > 1 and any(e.isdigit() for e in entries) and \
                 ctx.env.get("CUDA_DEVICE_ORDER", "").strip() != "PCI_BUS_ID":
@@ -511,18 +516,21 @@ def visible_devices(ctx: Context):
                    "fails with \"invalid device ordinal\"", subject="CUDA_VISIBLE_DEVICES", evidence=evidence,
                    explanation="Each rank sees a subset of GPUs renumbered from 0 (Slurm --gpu-bind=per_task:1 or "
                                "--gpus-per-task=1 with ConstrainDevices), so LOCAL_RANK is no longer its GPU index.",
-                   fix="srun --gpus-per-node=<N> --gpu-bind=none ...   # all GPUs visible to every rank; or use "
-                       "torch.cuda.set_device(0) when each rank is given one GPU")
+                   fix="# in the job script, show every rank all the node's GPUs:\n"
+                       "# srun --gpus-per-node=$SLURM_GPUS_ON_NODE --gpu-bind=none YOUR_PROGRAM\n"
+                       "# or, when each rank is given one GPU, call torch.cuda.set_device(0)")
     if local_ranks and local_ranks > 1 and visible == 1:
         yield warn(f"one GPU visible per rank with {local_ranks} ranks on this node: NCCL cannot use CUDA IPC "
                    "(NVLink/PCIe P2P) between them", subject="CUDA_VISIBLE_DEVICES", evidence=evidence,
                    explanation="Ranks that cannot see each other's GPUs fall back to host-memory transports, or "
                                "fail with \"unhandled system error\" (nccl#129). Slurm's --gpu-bind=per_task:1 (and "
                                "setting CUDA_VISIBLE_DEVICES=$LOCAL_RANK in a wrapper) causes it.",
-                   fix="srun --gpus-per-node=<N> --gpu-bind=none ...   # show every rank all node GPUs; "
-                       "in the script: torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
+                   fix="# in the job script, show every rank all the node's GPUs:\n"
+                       "# srun --gpus-per-node=$SLURM_GPUS_ON_NODE --gpu-bind=none YOUR_PROGRAM\n"
+                       "# and in the program: torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
     elif value is None:
-        yield ok(f"CUDA_VISIBLE_DEVICES is not set: all {len(inv.gpus)} GPUs are visible", evidence=evidence)
+        yield ok(f"CUDA_VISIBLE_DEVICES is not set: {'the' if len(inv.gpus) == 1 else 'all'} "
+                 f"{plural(len(inv.gpus), 'GPU')} {'is' if len(inv.gpus) == 1 else 'are'} visible", evidence=evidence)
     else:
         yield ok(f"CUDA_VISIBLE_DEVICES={value} names {visible} GPU(s) of this node", evidence=evidence)
 
@@ -577,7 +585,7 @@ def health(ctx: Context):
                            "[checks.\"gpu.health\"] expect_mig = true")
     if off and ctx.params.get("require_persistence", True):
         found = True
-        yield warn(f"persistence mode is off on {len(off)} of {len(inv.gpus)} GPUs "
+        yield warn(f"persistence mode is off on {len(off)} of {plural(len(inv.gpus), 'GPU')} "
                    f"({', '.join(f'GPU{g.index}' for g in off)})", subject="persistence mode",
                    explanation="Without persistence the driver tears the GPUs down when the last process exits, "
                                "and each job pays seconds of re-initialisation.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.api import Context, check, fail, ok, warn
 
 GIB = 1024 ** 3
 
@@ -51,9 +51,16 @@ def memlock_limit(ctx: Context):
     if limit.soft < 0:
         yield ok("locked memory is unlimited", evidence=evidence)
         return
-    fix = ("echo '* soft memlock unlimited\n* hard memlock unlimited' >> /etc/security/limits.conf   "
-           "# and for Slurm: PropagateResourceLimitsExcept=MEMLOCK in slurm.conf; "
-           "for Docker: --ulimit memlock=-1")
+    node = ctx.host.hostname()
+    if ctx.run_context.kind.startswith("slurm"):
+        # Slurm tasks inherit slurmd's own limit (limits.conf does not apply to the daemon).
+        fix = (f"# as root on {node}: slurmd's tasks inherit its limit; give the daemon an unlimited one\n"
+               "mkdir -p /etc/systemd/system/slurmd.service.d && "
+               "printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/slurmd.service.d/memlock.conf "
+               "&& systemctl daemon-reload && systemctl restart slurmd")
+    else:
+        fix = (f"# as root on {node} (new logins get it; in Docker use --ulimit memlock=-1 instead)\n"
+               "echo '* - memlock unlimited' > /etc/security/limits.d/90-memlock.conf")
     if limit.hard >= 0 and limit.hard == limit.soft:
         raise_hint = " The hard limit is the same, so this process cannot raise it."
     else:
@@ -96,7 +103,7 @@ def nccl_env(ctx: Context):
     settings = ctx.facts.nccl_settings
     for problem in settings.problems:
         yield warn(f"NCCL configuration file unreadable: {problem}", subject="nccl.conf",
-                   fix="fix the file's permissions or unset NCCL_CONF_FILE")
+                   fix="ls -l \"${NCCL_CONF_FILE:-/etc/nccl.conf}\" ~/.nccl.conf   # make it readable, or unset NCCL_CONF_FILE")
     found = False
     for name, effect in _KILLERS.items():
         setting = settings.values.get(name)

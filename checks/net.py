@@ -14,7 +14,8 @@ from typing import Iterator
 from distdoctor.api import Context, Finding, check, fail, ok, skip, warn
 from distdoctor.facts.net import InterfaceTable, Peer
 from distdoctor.netif import PHYSICAL_KINDS, Interface
-from distdoctor.nccl_socket import NcclChoice, parse_ifname_list, predict_nccl_interfaces, suggest_ifname
+from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word,
+                                   suggest_ifname)
 
 # ---------------------------------------------------------------------------------------------
 # Judging an interface
@@ -132,8 +133,8 @@ class Network:
             return self.host_networking_fix(node)
         best = self.suggest()
         if best:
-            return f"export NCCL_SOCKET_IFNAME={suggest_ifname([best.name])} GLOO_SOCKET_IFNAME={best.name}"
-        return ("bring up a physical or IPoIB interface with an address (ip link set <if> up; ip addr add ...), "
+            return f"export NCCL_SOCKET_IFNAME={shell_word(suggest_ifname([best.name]))} GLOO_SOCKET_IFNAME={best.name}"
+        return ("ip -br addr   # bring up a physical or IPoIB interface with an address, "
                 "or run the container with --network=host")
 
     def host_networking_fix(self, node: str = "") -> str:
@@ -200,7 +201,8 @@ def nccl_socket_interface(ctx: Context):
     yield from _table_problems(table)
     if not table.interfaces:
         yield fail("no network interfaces could be listed", subject="interfaces",
-                   explanation="Neither psutil, `ip` nor /sys/class/net answered.", fix="check that /sys is mounted")
+                   explanation="Neither psutil, `ip` nor /sys/class/net answered.",
+                   fix="findmnt /sys; ip -o link   # /sys must be mounted (sysfs) for the interface list")
         return
     settings = ctx.facts.nccl_settings
     network = Network.of(ctx)
@@ -274,8 +276,8 @@ def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix
                    evidence={**evidence, "table": _interface_table(table)},
                    explanation="With NCCL_COMM_ID set, NCCL's bootstrap listens on the local address in the same "
                                "subnet as that address, whatever NCCL_SOCKET_IFNAME says.",
-                   fix="export NCCL_COMM_ID=<address of rank 0 on a subnet every node shares>:<port>   "
-                       "# or unset NCCL_COMM_ID and let the framework pass the unique id")
+                   fix="unset NCCL_COMM_ID   # let the framework pass the unique id; or set it to rank 0's "
+                       "ADDRESS:PORT on a subnet every node shares")
     elif choice.setting is not None and choice.spec is not None:
         named = [i for i in table.interfaces if choice.spec.matches(i.name)]
         reasons = []
@@ -326,7 +328,7 @@ def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
                    subject="NCCL_SOCKET_IFNAME", evidence=evidence,
                    explanation="Names are prefixes unless the value starts with '=': 'eth1' also takes eth10 "
                                "and eth11, and NCCL spreads traffic over every match.",
-                   fix=f"export NCCL_SOCKET_IFNAME={suggest_ifname(meant)}")
+                   fix=f"export NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(meant))}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -516,7 +518,7 @@ def infiniband(ctx: Context):
         if hca_value:
             yield warn(f"NCCL_IB_HCA={hca_value} is set but this node has no InfiniBand/RoCE device",
                        subject="NCCL_IB_HCA", explanation="NCCL falls back to TCP sockets.",
-                       fix="load the HCA driver (mlx5_ib) / check `ibstat`, or unset NCCL_IB_HCA")
+                       fix="unset NCCL_IB_HCA   # or load the HCA driver (modprobe mlx5_ib) and check ibstat")
         else:
             yield skip("no InfiniBand/RoCE devices under /sys/class/infiniband")
         return
@@ -532,7 +534,7 @@ def infiniband(ctx: Context):
                        evidence={"table": table},
                        explanation="NCCL then finds no IB device and falls back to sockets (or fails when "
                                    "NCCL_IB_DISABLE=0 is required by the site).",
-                       fix=f"export NCCL_IB_HCA={','.join('=' + p.hca + ':' + str(p.port) for p in healthy)}"
+                       fix=f"export NCCL_IB_HCA={shell_word('=' + ','.join(f'{p.hca}:{p.port}' for p in healthy))}"
                        if healthy else "unset NCCL_IB_HCA")
             return
         for problem in spec.problems:
@@ -542,7 +544,7 @@ def infiniband(ctx: Context):
         yield warn(f"{p.hca} port {p.port} is {p.state or '?'} / {p.phys_state or '?'}", subject=f"{p.hca}:{p.port}",
                    evidence={"table": table},
                    explanation="A rank bound to a port that is not ACTIVE/LinkUp hangs; NCCL may still pick it.",
-                   fix=(f"export NCCL_IB_HCA={','.join('=' + h.hca + ':' + str(h.port) for h in healthy)}   "
+                   fix=(f"export NCCL_IB_HCA={shell_word('=' + ','.join(f'{h.hca}:{h.port}' for h in healthy))}   "
                         "# and check the cable / subnet manager (ibstat, sminfo)") if healthy
                    else "check the cable and that a subnet manager runs (ibstat; sminfo)")
     if disable and disable != "0" and healthy:
@@ -586,7 +588,9 @@ def link_speed_mtu(ctx: Context):
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
                    explanation="Every hop of a path must agree on the MTU; compare with the other nodes.",
-                   fix="ip link set <if> mtu <value>   # the same on every node and switch port")
+                   fix="\n".join(f"ip link set {n} mtu {max(mtus.values())}" for n, m in mtus.items()
+                                  if m != max(mtus.values()))
+                       + "   # the same MTU on every node and switch port")
     if not slow and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in used)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in used}},

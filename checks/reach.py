@@ -120,7 +120,7 @@ def _firewall_fix(port: int, example: str) -> str:
         f"nc -vz -w 3 {example} {port}      # from here: does it answer now?",
         f"# on {example} (every host named), let the cluster subnet in:",
         f"firewall-cmd --permanent --add-port={port}/tcp && firewall-cmd --reload",
-        f"iptables -I INPUT -p tcp --dport {port} -s <cluster-subnet> -j ACCEPT",
+        f"# or: iptables -I INPUT -p tcp --dport {port} -s CLUSTER_SUBNET -j ACCEPT   (the subnet, e.g. 10.0.0.0/16)",
         f"# in a cloud: allow {port}/tcp between the nodes in the security group",
     ])
 
@@ -138,6 +138,12 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
                f"admin reads on its console: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub\n"
                f"printf '%s\\n' \"$keys\" >> ~/.ssh/known_hosts    # only if the two fingerprints match")
     if column == R.NAME:
+        if kind == R.LOOPBACK and (example.lower() in R.LOCALHOST_NAMES or example.startswith("127.")
+                                   or example == "::1"):
+            # Never advise remapping localhost itself in /etc/hosts: that breaks the node.
+            return ("`localhost` is each node itself: in a list of several hosts the launcher and the "
+                    "ranks would each connect to their own node. Name every host by its cluster name or address.",
+                    f"hostname -f; ip -br addr   # use this name or address instead of {example} in the host list")
         if kind == R.LOOPBACK:
             return ("A node name that maps to 127.x here makes gloo, NCCL's bootstrap and MASTER_ADDR "
                     "advertise a loopback address that other nodes cannot reach (Debian puts "
@@ -274,7 +280,8 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         targets, ports, port_problems = _targets(ctx)
         settings = _settings(ctx, ports, targets.origin)
     except (ValueError, TypeError) as exc:
-        yield fail(f"reach.hosts parameters: {exc}", fix="fix [checks.\"reach.hosts\"] in the config file")
+        yield fail(f"reach.hosts parameters: {exc}",
+                   fix="# correct [checks.\"reach.hosts\"] in distdoctor's config file, or the --hosts/--hostfile/-H you gave")
         return
     for problem in list(targets.problems)[:20] + port_problems:
         yield fail(problem, subject=problem.split(":", 1)[0], **_input_fix(problem))
@@ -480,7 +487,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                        evidence=evidence,
                        explanation="MASTER_ADDR or MASTER_PORT differs from where the agent listens, or the "
                                    "master's agent has exited.",
-                       fix="compare MASTER_ADDR/MASTER_PORT on every node with torchrun's --rdzv-endpoint")
+                       fix="echo \"$MASTER_ADDR:$MASTER_PORT\"   # on every node; it must be torchrun's --rdzv-endpoint")
         else:
             yield ok(f"{addr} answers; nothing listens on port {port} yet (expected before rank 0 starts)",
                      subject=endpoint, evidence=evidence)

@@ -57,8 +57,9 @@ def installation(ctx: Context):
                    explanation=f"{inst.config_error}. Without slurm.conf (or a configless DNS SRV record for "
                                "slurmctld) no Slurm command works here. Fine on a machine that is not part of a "
                                "cluster; on a login node, this is why sinfo and srun fail.",
-                   fix="export SLURM_CONF=/etc/slurm/slurm.conf   # the cluster's slurm.conf; or copy it there"
-                       + (f"\nls -l {conf}   # SLURM_CONF is set but unusable" if conf else ""))
+                   fix=(f"ls -l {conf}   # SLURM_CONF is set but unusable\n" if conf else "")
+                       + "# copy the cluster's slurm.conf from its controller to /etc/slurm/slurm.conf,\n"
+                         "# or point SLURM_CONF at the file where it is (a path that exists on this node)")
         return
     version = f"Slurm {inst.version}" if inst.version else "Slurm (version unknown)"
     if "srun" in missing:
@@ -78,10 +79,10 @@ def installation(ctx: Context):
         if not any(c.up for c in inst.controllers):
             yield fail(f"slurmctld does not answer: {shown}", subject="slurmctld", evidence=ping,
                        explanation="No job can be submitted or started while the controller is down.",
-                       fix="on the controller: systemctl status slurmctld; journalctl -u slurmctld -n 50")
+                       fix=f"ssh {inst.controllers[0].name} 'systemctl status slurmctld; journalctl -u slurmctld -n 50'")
         elif down:
             yield warn(f"a backup slurmctld is down: {shown}", subject="slurmctld", evidence=ping,
-                       fix="on the backup controller: systemctl status slurmctld")
+                       fix=f"ssh {down[0].name} systemctl status slurmctld")
         else:
             yield ok(f"slurmctld answers: {shown}", subject="slurmctld", evidence=ping)
     elif inst.tools.get("scontrol"):
@@ -337,7 +338,7 @@ def gpus(ctx: Context):
                 f"scontrol update nodename={nodename} state=drain reason=\"GPU missing\""))
     elif allocated and seen is None:
         found.append(warn(f"cannot verify the {allocated} allocated GPU(s): {node.error}", subject=nodename,
-                          evidence=evidence, fix="run this check where nvidia-smi is on PATH"))
+                          evidence=evidence, fix=f"srun -w {nodename} -N1 -n1 nvidia-smi -L   # the node's GPUs"))
     in_torchrun = ctx.run_context.kind == "torchrun"
     if allocated and here is not None and not in_torchrun:
         if here > allocated:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from distdoctor import __version__, limits, output
 from distdoctor import config as config_mod
+from distdoctor.grammar import plural
 from distdoctor import registry as registry_mod
 from distdoctor.model import (  # noqa: F401
     EXIT_CODES_HELP,
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--debug", action="store_true", help="include tracebacks of failing checks")
     check.add_argument("--probe-torch", action="store_true",
                        help="import torch in a subprocess to report its real distributed backends and NCCL (slower)")
+    check.add_argument("--no-cache", action="store_true",
+                       help="run every tool now instead of reusing answers cached under $XDG_CACHE_HOME/distdoctor "
+                            "(they are reused only while the tool, its files and environment are unchanged)")
 
     lst = sub.add_parser("list", help="list the available checks")
     lst.add_argument("--json", action="store_true")
@@ -95,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     inv.add_argument("--snapshot", action="store_true",
                      help="print an [expect] table of the facts that should agree across nodes, for the config file")
     inv.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
-    inv.add_argument("--timeout", type=limits.arg_seconds, default=None, help="bound for the whole inventory, seconds (default 20)")
+    inv.add_argument("--timeout", type=limits.arg_seconds, default=None,
+                     help="bound for the whole inventory, seconds (default 20)")
+    inv.add_argument("-o", "--output", metavar="FILE", help="write it here (atomically) instead of stdout")
 
     cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
                          epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,15 +160,10 @@ def write_cluster(view, args: argparse.Namespace, out: output.ReservedStdout) ->
 
         text = prometheus.render_cluster(view)
     else:
-        import io
-
         from distdoctor.render import console as console_render
 
-        buf = io.StringIO() if args.output else None
-        console = (console_render.make_console(buf, width=100, color=False) if buf is not None
-                   else console_render.make_console(out.text()))
-        console_render.render_cluster(view, console, args.verbose)
-        text = buf.getvalue() if buf is not None else ""
+        text = console_text(view, args.verbose, bool(args.output), console_render.render_cluster,
+                            None if args.output else out.text())
     try:
         if text:
             write_output(text, args.output, out.fd)
@@ -277,16 +278,21 @@ def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: di
         from distdoctor.render import prometheus
 
         return prometheus.render(report)
-    import io
+    return console_text(report, verbose, to_file, None, stream)
 
+
+def _codes_allowed_on_stderr() -> bool:
     from distdoctor.render import console as console_render
 
-    if to_file:
-        buf = io.StringIO()
-        console_render.render(report, console_render.make_console(buf, width=100, color=False), verbose)
-        return buf.getvalue()
-    console_render.render(report, console_render.make_console(stream), verbose)
-    return ""
+    return console_render.choose(True, None, os.environ)[1]
+
+
+def console_text(subject, verbose: bool, to_file: bool, draw=None, stream=None) -> str:
+    """The console view as text, for stream (the reserved stdout: its terminal decides width
+    and colour) or, with to_file, for -o FILE."""
+    from distdoctor.render import console as console_render
+
+    return console_render.text_for(subject, verbose, stream or sys.stdout, os.environ, to_file, draw)
 
 
 # Runs the CLI itself adds to every report (broken packs, config problems): selecting them is
@@ -331,6 +337,10 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     started_wall = time.time()
     started = time.monotonic()
     host = Host()
+    if not args.no_cache:
+        from distdoctor import toolcache
+
+        host.cache = toolcache.ToolCache(toolcache.directory_for(host.env, host.home()), __version__)
     config = load_config(args.config, host)
     if args.output:
         try:
@@ -342,7 +352,7 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     # covers loading the packs too: a pack that hangs at import is abandoned within it.
     total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
     jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
-    registry = registry_mod.load(args.checks_dir, host.env, budget=total_timeout / 2)
+    registry = registry_mod.load(args.checks_dir, host.env, budget=total_timeout / 2, run_bound=total_timeout)
     try:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
@@ -385,13 +395,14 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 
     progress = None
     on_progress = None
-    if sys.stderr.isatty() and args.format == "console" or (sys.stderr.isatty() and args.output):
+    # The spinner redraws with escape codes: only on a terminal that the colour rule allows.
+    if sys.stderr.isatty() and (args.format == "console" or args.output) and _codes_allowed_on_stderr():
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn
 
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
                             console=Console(file=sys.stderr))
-        task = progress.add_task(f"running {len(chosen)} checks", total=len(chosen))
+        task = progress.add_task(f"running {plural(len(chosen), 'check')}", total=len(chosen))
         progress.start()
 
         def on_progress(done: int, total: int) -> None:
@@ -420,10 +431,10 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     if registry.problems:
         extra_runs.append(problem_run("core.check-packs", "Check packs load", Status.ERROR,
                                       [m for _s, m in registry.problems],
-                                      fix="fix or remove the pack; `distdoctor list` shows what loaded"))
+                                      fix="distdoctor list   # shows what loaded; fix or remove the pack named above"))
     if config.problems:
         extra_runs.append(problem_run("core.config", "Configuration files are valid", Status.WARN,
-                                      config.problems, fix="remove or correct the keys named"))
+                                      config.problems, fix="# remove or correct the keys named above in the config file"))
     inventory = None
     if args.format in ("json", "jsonl") or job.role in ("leader", "gatherer"):
         from distdoctor import inventory as inventory_mod
@@ -520,7 +531,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
         short = job.nodes - len(reports)
         why = job_problem or "no report within the job's bound"
         missing.append(cluster.Missing(f"{short} node{'s' if short > 1 else ''}",
-                                       f"{short} of {job.nodes} nodes sent no report: {why}"))
+                                       f"{short} of {plural(job.nodes, 'node')} sent no report: {why}"))
     view = cluster.job_view(reports, job.node, missing=missing, expect=getattr(config, "expect", None) or None,
                             host=report.host, started_at=report.started_at, duration=report.duration,
                             context=report.context)
@@ -564,7 +575,7 @@ def cmd_explain(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     if info.params:
         print("parameters (set them under [checks.\"%s\"] in the config file):" % info.id, file=stream)
         for key, value in info.params.items():
-            print(f"  {key} = {value!r}", file=stream)
+            print(f"  {key} = {config_mod.toml_value(value)}", file=stream)
     if info.description:
         print(file=stream)
         print(info.description, file=stream)
@@ -582,15 +593,17 @@ def cmd_inventory(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     config = load_config(args.config, host)
     timeout = args.timeout if args.timeout is not None else inventory_mod.COLLECT_TIMEOUT
     inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
-    stream = out.text()
     if args.snapshot:
-        stream.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+        text = inventory_mod.snapshot_toml(inventory, host.hostname())
     elif args.format == "json":
-        stream.write(json.dumps(json_safe(inventory), indent=2, allow_nan=False) + "\n")
+        text = json.dumps(json_safe(inventory), indent=2, allow_nan=False) + "\n"
     else:
-        for name, value in inventory.items():
-            stream.write(f"{name} = {inventory_mod.text_value(value)}\n")
-    stream.flush()
+        text = "".join(f"{name} = {inventory_mod.text_value(value)}\n" for name, value in inventory.items())
+    try:
+        write_output(text, args.output, out.fd)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
     return EXIT_OK
 
 

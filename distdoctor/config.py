@@ -26,11 +26,6 @@ from typing import Any, Iterable, Mapping
 
 from distdoctor import limits
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 SYSTEM_FILE = "/etc/distdoctor/config.toml"
 
 RUN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -102,6 +97,24 @@ def _same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def toml_value(value: Any) -> str:
+    """A parameter's value as it is written in the config file (`true`, `"auto"`, `[]`), so
+    that what `explain` and the reference show can be pasted under [checks."<id>"]."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string uses JSON's escapes
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+    return json.dumps(str(value))
+
+
 def default_files(env: Mapping[str, str], home: str) -> list[str]:
     xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     return [SYSTEM_FILE, os.path.join(xdg, "distdoctor", "config.toml")]
@@ -165,6 +178,11 @@ def _check_range(path: str, text: str, where: str, key: str, value: Any) -> None
 
 
 def load_file(config: Config, path: str, text: str) -> None:
+    # Imported here: most runs have no config file, and the parser costs check ~7 ms to import.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -184,7 +202,8 @@ def load_file(config: Config, path: str, text: str) -> None:
                 _check_type(path, text, "run.", key, value, RUN_KEYS[key])
                 _check_range(path, text, "run.", key, value)
                 if key == "fail_on" and value not in ("warn", "fail"):
-                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", not {value!r}")
+                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.fail_on must be \"warn\" or \"fail\", "
+                                      f"not {value!r}")
                 if key == "disable":
                     if not all(isinstance(v, str) for v in value):
                         raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: run.disable must be a list of check ids")

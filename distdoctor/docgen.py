@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from itertools import groupby
 
+from distdoctor import config as config_mod
 from distdoctor import registry
 
 
@@ -30,7 +31,7 @@ def reference() -> str:
                 lines.append(f"Parameters (config `[checks.\"{info.id}\"]`):")
                 lines.append("")
                 for key, value in info.params.items():
-                    lines.append(f"- `{key}` = `{value!r}`")
+                    lines.append(f"- `{key} = {config_mod.toml_value(value)}`")
                 lines.append("")
             if info.description:
                 lines += [info.description, ""]

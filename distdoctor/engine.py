@@ -97,7 +97,9 @@ def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) 
             wake.notify_all()
 
 
-def _close(job: _Job, debug: bool, interrupted: str = "") -> CheckRun:
+def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | None = None) -> CheckRun:
+    """interrupted: the signal that ended the run; run_bound: the whole run's --timeout, when
+    that (not the check's own) is what ran out."""
     info = job.info
     duration = time.monotonic() - job.started if job.started else 0.0
     if not job.done and interrupted:
@@ -106,8 +108,12 @@ def _close(job: _Job, debug: bool, interrupted: str = "") -> CheckRun:
                           subject=info.id, fix=f"distdoctor check --only {info.id}")
         return CheckRun(info.id, info.title, info.tags, Status.ERROR, (finding,), duration, info.source)
     if not job.done:
-        reason = "did not start before the run's deadline" if not job.started else \
-            f"did not finish within its {job.timeout:g} s deadline and was abandoned"
+        if not job.started:
+            reason = f"did not start: the run's {run_bound:g} s bound (--timeout) ran out first"
+        elif run_bound is not None and duration < job.timeout:
+            reason = f"was still running when the run's {run_bound:g} s bound (--timeout) ran out, and was abandoned"
+        else:
+            reason = f"did not finish within its {job.timeout:g} s deadline and was abandoned"
         finding = Finding(Status.TIMEOUT, f"{info.title}: check {reason}", subject=info.id,
                           explanation="A check that hangs usually means a command it runs is hung "
                                       "(a GPU off the bus, an unresponsive file system or host).",
@@ -123,7 +129,8 @@ def _close(job: _Job, debug: bool, interrupted: str = "") -> CheckRun:
                                     str(item.explanation), str(item.fix), _cut_strings(redact(dict(item.evidence)))))
         else:
             findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
-                                    subject=info.id, fix="fix the check: yield ok(...)/warn(...)/fail(...)/skip(...)"))
+                                    subject=info.id,
+                                    fix="# the check must yield ok(...), warn(...), fail(...) or skip(...) findings"))
     if isinstance(job.error, ProbeTimeout):
         finding = job.error.finding
         findings.append(Finding(finding.status, finding.summary, finding.subject or info.id, finding.explanation,
@@ -181,7 +188,7 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
     real_stdout = sys.stdout
     sys.stdout = stream
     try:
-        _drive(jobs_list, results, stream, wake, jobs, run_deadline, debug, on_progress)
+        _drive(jobs_list, results, stream, wake, jobs, run_deadline, debug, on_progress, total_timeout)
     except Interrupted as exc:
         for index in range(total):
             if index not in results:
@@ -198,7 +205,7 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
 
 def _drive(jobs_list: list[_Job], results: dict[int, CheckRun], stream: _ThreadRoutedStream,
            wake: threading.Condition, jobs: int, run_deadline: float, debug: bool,
-           on_progress: Callable[[int, int], None] | None) -> None:
+           on_progress: Callable[[int, int], None] | None, total_timeout: float) -> None:
     """Start jobs up to `jobs` at a time and close each as it finishes or expires, filling
     results in place (so an Interrupted raised here leaves what finished in results)."""
     total = len(jobs_list)
@@ -216,7 +223,7 @@ def _drive(jobs_list: list[_Job], results: dict[int, CheckRun], stream: _ThreadR
             active.append(index)
         if now >= run_deadline:
             for index in pending + active:
-                results[index] = _close(jobs_list[index], debug)
+                results[index] = _close(jobs_list[index], debug, run_bound=total_timeout)
             return
         with wake:
             finished = [i for i in active if jobs_list[i].done]

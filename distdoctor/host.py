@@ -101,14 +101,15 @@ def _classify_errno(code: int | None, fallback: str) -> str:
         errno_mod.EADDRNOTAVAIL: "address not available",
         errno_mod.EADDRINUSE: "address in use",
     }
-    return names.get(code, fallback)
+    return names.get(code, fallback) if code is not None else fallback
 
 
 class Host:
     """The real machine."""
 
-    def __init__(self, env: Mapping[str, str] | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None, cache=None):
         self.env: Mapping[str, str] = dict(os.environ if env is None else env)
+        self.cache = cache  # a toolcache.ToolCache for run_cached, or None
 
     # --- commands -------------------------------------------------------------------------
 
@@ -175,6 +176,23 @@ class Host:
             out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
             duration, timed_out,
         )
+
+    def run_cached(self, argv: Sequence[str], timeout: float, depends_on: Sequence[str] = ()) -> CommandResult:
+        """run() for a tool whose answer only changes with the tool itself, the files in
+        depends_on, and the environment (see toolcache.py): from the cache when this exact
+        answer is there, else run and store it when it succeeded."""
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
+        if self.cache is None or exe is None:
+            return self.run(argv, timeout)
+        key = self.cache.key(argv, exe, self.env, depends_on)
+        entry = self.cache.get(key)
+        if entry is not None:
+            return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)
+        result = self.run(argv, timeout)
+        if result.returncode == 0 and not result.timed_out and not result.error:
+            self.cache.put(key, result.returncode, result.stdout, result.stderr)
+        return result
 
     def python(self, code: str, timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         """Run a snippet in a fresh interpreter: how distdoctor asks about torch or loads a
@@ -266,7 +284,7 @@ class Host:
                 infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
                 seen: list[str] = []
                 for info in infos:
-                    addr = info[4][0]
+                    addr = str(info[4][0])
                     if addr not in seen:
                         seen.append(addr)
                 box["addrs"] = tuple(seen)
@@ -422,6 +440,10 @@ class Host:
         off (tests that stand in for nvidia-smi on a machine that has a driver)."""
         if self.env.get("DISTDOCTOR_NVML", "").strip() == "0":
             return {"status": "unavailable", "error": "NVML disabled by DISTDOCTOR_NVML=0"}
+        if "pynvml" not in sys.modules and not os.path.exists("/proc/driver/nvidia"):
+            # No NVIDIA kernel module: NVML cannot answer, and importing it costs a login node
+            # tens of milliseconds of `distdoctor check` (once imported, asking costs nothing).
+            return {"status": "unavailable", "error": "no NVIDIA kernel driver is loaded (no /proc/driver/nvidia)"}
         box: dict[str, Any] = {}
         def work() -> None:
             try:

@@ -23,7 +23,9 @@ class HostlistError(ValueError):
 
 
 def _split_top_level(expr: str) -> list[str]:
-    pieces, depth, current = [], 0, []
+    pieces: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in expr:
         if ch == "[":
             depth += 1

@@ -143,7 +143,7 @@ def _getifaddrs(interfaces: Iterable[Interface]) -> list[tuple[Interface, Addres
     """The (interface, address) pairs in getifaddrs() order: all IPv4, then all IPv6, each in
     interface-index order, each interface's addresses in the kernel's order."""
     ordered = ifindex_order(list(interfaces))
-    out = []
+    out: list[tuple[Interface, Address]] = []
     for family in ("inet", "inet6"):
         for iface in ordered:
             out.extend((iface, a) for a in iface.addresses if a.family == family)
@@ -268,6 +268,12 @@ def _get(settings, name: str) -> str | None:
     if value is None:
         return None
     return getattr(value, "value", value)  # a Setting record or a plain string
+
+
+def shell_word(value: str) -> str:
+    """A list value as it goes after `export NAME=`: an exact-match list starts with '=', and
+    unquoted (`NCCL_SOCKET_IFNAME==eth0`) it reads as a typo."""
+    return f"'{value}'" if value.startswith("=") and "'" not in value else value
 
 
 def suggest_ifname(names: Sequence[str]) -> str:

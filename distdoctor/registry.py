@@ -15,6 +15,7 @@ stderr while packs load (see output.reserve_stdout).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import sys
@@ -118,6 +119,16 @@ def _load_entry_point(ep) -> object:
         return pack
 
 
+def _load_uninstalled_builtin() -> object:
+    try:
+        return importlib.import_module(BUILTIN)
+    except ModuleNotFoundError as exc:
+        pack = _source_tree_builtin() if exc.name == BUILTIN else None
+        if pack is None:
+            raise
+        return pack
+
+
 def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str]:
     dirs = list(checks_dirs)
     dirs += [d for d in env.get("DISTDOCTOR_CHECKS_PATH", "").split(os.pathsep) if d]
@@ -139,8 +150,12 @@ class _PackLoad:
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a pack too
             self.box["error"] = exc
 
-    def record(self, registry: Registry, seconds: float) -> None:
-        if self.thread.is_alive():
+    def record(self, registry: Registry, seconds: float, run_bound: float | None) -> None:
+        if self.thread.is_alive() and run_bound is not None and seconds < PACK_LOAD_TIMEOUT:
+            why = (f"{self.source} had not finished loading when its share ({seconds:.3g} s) of the run's "
+                   f"{run_bound:g} s bound (--timeout) ran out")
+            registry.problems.append((self.source, why))
+        elif self.thread.is_alive():
             why = (f"{self.source} did not finish loading within {seconds:.3g} s and was abandoned "
                    f"(it loops or blocks at import)")
             registry.problems.append((self.source, why))
@@ -153,12 +168,16 @@ class _PackLoad:
 
 
 def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
-         entry_points: Iterable | None = None, budget: float = 60.0) -> Registry:
-    """Every pack, imported in parallel, all of them bounded by PACK_LOAD_TIMEOUT and budget."""
+         entry_points: Iterable | None = None, budget: float = 60.0, run_bound: float | None = None) -> Registry:
+    """Every pack, imported in parallel, all of them bounded by PACK_LOAD_TIMEOUT and budget
+    (run_bound: the run's --timeout that budget is a share of, to name it when it is the cut)."""
     registry = Registry()
     deadline = time.monotonic() + min(budget, PACK_LOAD_TIMEOUT)
     sources: list[tuple[str, Callable[[], object]]] = []
-    eps = entry_points if entry_points is not None else metadata.entry_points(group=GROUP)
+    eps = list(entry_points if entry_points is not None else metadata.entry_points(group=GROUP))
+    if entry_points is None and not any(ep.name == "builtin" for ep in eps):
+        # Not installed (a clone on PYTHONPATH): no entry points at all, but the pack is beside us.
+        sources.append((f"entry point builtin ({BUILTIN})", _load_uninstalled_builtin))
     # The built-in pack first, so a site pack that reuses a built-in id is the one reported.
     for ep in sorted(eps, key=lambda e: (e.name != "builtin", e.name)):
         sources.append((f"entry point {ep.name} ({ep.value})", lambda ep=ep: _load_entry_point(ep)))
@@ -179,5 +198,5 @@ def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
     for load_one in loads:
         load_one.thread.join(max(0.0, deadline - time.monotonic()))
     for load_one in loads:
-        load_one.record(registry, min(budget, PACK_LOAD_TIMEOUT))
+        load_one.record(registry, min(budget, PACK_LOAD_TIMEOUT), run_bound)
     return registry

@@ -32,15 +32,19 @@ def private_tmpdir():
     path = tempfile.mkdtemp(prefix="distdoctor-tests-")
     os.chmod(path, 0o755)
     old = os.environ.get("TMPDIR")
+    old_cache = os.environ.get("XDG_CACHE_HOME")
     os.environ["TMPDIR"] = path
+    # distdoctor's tool cache too: the runs the tests start must not read the user's.
+    os.environ["XDG_CACHE_HOME"] = os.path.join(path, "cache")
     tempfile.tempdir = None
     try:
         yield path
     finally:
-        if old is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = old
+        for name, value in (("TMPDIR", old), ("XDG_CACHE_HOME", old_cache)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         tempfile.tempdir = None
         shutil.rmtree(path, ignore_errors=True)
 
@@ -66,4 +70,110 @@ def load_report(text: str) -> dict:
             _SCHEMA = json.load(fh)
     doc = json.loads(text)
     jsonschema.validate(doc, _SCHEMA)
+    for check in doc.get("checks", []):
+        for finding in check.get("findings", []):
+            record_fix(finding.get("fix", ""))
     return doc
+
+
+# Every fix the product prints is linted (distdoctor/fixlint.py) at the end of the session:
+# fixes made in this process by distdoctor's own code (checks, engine, nccl-test) and fixes in
+# every JSON report a test reads back from a real run. A console "How to fix" that shows the
+# same fix twice is reported too.
+_PRODUCT_DIRS = (os.path.join(REPO, "checks") + os.sep, os.path.join(REPO, "distdoctor") + os.sep)
+_NOT_AUTHORS = tuple(os.path.join(REPO, "distdoctor", name) for name in ("model.py", "api.py", "engine.py"))
+_TESTS_DIR = os.path.join(REPO, "tests") + os.sep
+FIXES: dict[str, set[str]] = {}  # fix -> the tests that produced it
+DUPLICATE_FIXES: list[tuple[str, str]] = []  # (test, fix shown twice)
+
+
+def _current_test() -> str:
+    return os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+
+
+def record_fix(fix: str) -> None:
+    if fix:
+        FIXES.setdefault(fix, set()).add(_current_test())
+
+
+def _authored_by_product() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if name.startswith(_TESTS_DIR):
+            return False
+        if name.startswith(_PRODUCT_DIRS) and not name.startswith(_NOT_AUTHORS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _install_fix_recorder() -> None:
+    from distdoctor import model
+
+    original = model.Finding.__init__
+    if getattr(original, "_records_fixes", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if self.fix and _authored_by_product():
+            record_fix(self.fix)
+
+    __init__._records_fixes = True
+    model.Finding.__init__ = __init__
+
+    from distdoctor.render import console
+
+    render = console.render
+
+    def render_and_look_for_duplicates(report, con, verbose=False):
+        import io
+
+        render(report, con, verbose)
+        buf = io.StringIO()
+        render(report, console.make_console(buf, width=100, color=False), verbose)
+        text = buf.getvalue()
+        if "How to fix" not in text:
+            return
+        blocks: list[str] = []
+        for line in text.split("How to fix", 1)[1].splitlines():
+            if line.startswith("   $ "):
+                if blocks and blocks[-1] is not None:
+                    blocks[-1] += "\n" + line
+                else:
+                    blocks.append(line)
+            else:
+                if blocks and blocks[-1] is not None:
+                    blocks.append(None)
+        seen = set()
+        for block in filter(None, blocks):
+            if block in seen:
+                DUPLICATE_FIXES.append((_current_test(), block.strip()))
+            seen.add(block)
+
+    console.render = render_and_look_for_duplicates
+
+
+_install_fix_recorder()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from distdoctor.fixlint import lint_all
+
+    problems = lint_all(FIXES, os.path.exists)
+    if not problems and not DUPLICATE_FIXES:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["fixes that do not paste and run as printed (distdoctor/fixlint.py):"]
+    for fix, found in problems.items():
+        lines.append(f"- from {', '.join(sorted(FIXES[fix]))[:300]}:")
+        lines += [f"    {p}" for p in found]
+    for test, fix in DUPLICATE_FIXES:
+        lines.append(f"- {test}: the same fix is shown twice in one report: {fix!r}")
+    if reporter is not None:
+        reporter.write_line("\n".join(lines), red=True)
+    else:
+        print("\n".join(lines), file=sys.stderr)
+    if session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -60,7 +60,7 @@ def _launcher(host, name: str) -> MpiLauncher:
     if not path:
         return MpiLauncher(name)
     resolved = host.realpath(path)
-    result = host.run([path, "--version"], timeout=VERSION_TIMEOUT)
+    result = host.run_cached([path, "--version"], timeout=VERSION_TIMEOUT)
     text = (result.stdout or "") + (result.stderr or "")
     if result.timed_out or (not result.ok and not text.strip()):
         return MpiLauncher(name, path, resolved, error=result.describe())
@@ -109,7 +109,7 @@ def mpi(facts) -> MpiInstall:
         return answers[first] if first == name else replace(answers[first], name=name, path=path)
 
     launchers = tuple(answer(name) for name in LAUNCHERS)
-    others = []
+    others: list[MpiLauncher] = []
     for name in side:
         launcher = answer(name)
         known = {(o.mpi.implementation, o.mpi.version) for o in (*launchers, *others) if o.mpi}
@@ -134,7 +134,7 @@ def ompi_build(facts) -> OmpiBuild:
     path = host.which("ompi_info")
     if not path:
         return OmpiBuild()
-    result = host.run([path, "--parsable", "--all"], timeout=OMPI_INFO_TIMEOUT)
+    result = host.run_cached([path, "--parsable", "--all"], timeout=OMPI_INFO_TIMEOUT)
     if not result.ok:
         return OmpiBuild(path, error=result.describe(), seconds=result.duration)
     try:
@@ -340,7 +340,7 @@ def _nccl_candidates(facts) -> tuple[dict[str, dict], list[tuple[str, str]], lis
                 scan(os.path.join(env[var], sub), var)
     ldconfig = host.which("ldconfig") or ("/sbin/ldconfig" if host.exists("/sbin/ldconfig") else None)
     if ldconfig:
-        result = host.run([ldconfig, "-p"], timeout=VERSION_TIMEOUT)
+        result = host.run_cached([ldconfig, "-p"], timeout=VERSION_TIMEOUT, depends_on=("/etc/ld.so.cache",))
         if result.ok:
             try:
                 for entry in parse_ldconfig_cache(result.stdout):

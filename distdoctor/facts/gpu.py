@@ -70,8 +70,8 @@ _EXIT_CODES = {
     6: ("the NVIDIA driver is loaded but finds no GPU",
         "Inside a Slurm job without a GPU request the cgroup hides every GPU; in a container the devices were "
         "not passed in; otherwise the GPUs are not detected on the PCIe bus.",
-        "srun --gpus-per-node=<N> ...   # or --gres=gpu:<N>; outside a job: lspci | grep -i nvidia"),
-    8: ("a GPU's external power cables are not properly attached", "", "reseat the GPU's power cables"),
+        "lspci | grep -i nvidia   # on the bus? In a job, ask Slurm for the GPUs: srun --gpus-per-node=COUNT ..."),
+    8: ("a GPU's external power cables are not properly attached", "", "# power the node off and reseat the GPU's power cables"),
     9: ("the NVIDIA driver is not loaded",
         "nvidia-smi exists but cannot talk to the kernel module (\"NVIDIA-SMI has failed because it couldn't "
         "communicate with the NVIDIA driver\"): the module failed to load, often after a kernel update without "
@@ -79,7 +79,7 @@ _EXIT_CODES = {
         "sudo modprobe nvidia && dmesg -T | grep -i nvrm   # after a kernel update: reinstall the driver or "
         "run dkms autoinstall"),
     10: ("the NVIDIA kernel module detected an interrupt problem with a GPU", "",
-         "dmesg -T | grep -iE 'NVRM|Xid'; reboot the node"),
+         "dmesg -T | grep -iE 'NVRM|Xid'   # then reboot the node"),
     12: ("nvidia-smi cannot load the NVML library (libnvidia-ml.so)",
          "The driver's user-space libraries are missing: in a container the NVIDIA container toolkit did not "
          "mount them.", "ldconfig -p | grep libnvidia-ml   # containers: run with --gpus all"),
@@ -113,7 +113,7 @@ def command_problem(result: CommandResult) -> GpuProblem:
         return GpuProblem("absent", "no NVIDIA driver on this node (nvidia-smi is not on PATH)",
                           explanation="A login or CPU node has no GPU driver; nothing to check here. On a GPU node "
                                       "the driver is not installed or PATH lacks /usr/bin.",
-                          fix="run distdoctor on a GPU node: srun --gpus-per-node=1 distdoctor check --only gpu",
+                          fix="srun --gpus-per-node=1 distdoctor check --only gpu   # on a GPU node",
                           evidence=evidence)
     if result.error:
         return GpuProblem("error", f"{result.describe()}", evidence=evidence)

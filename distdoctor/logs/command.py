@@ -8,6 +8,7 @@ import sys
 import time
 
 from distdoctor.model import EXIT_ERROR, CheckRun, Finding, Status, exit_code, worst
+from distdoctor.grammar import plural
 
 DESCRIPTION = """\
 Read what a failed job left behind (Slurm output, torchrun log folders, mpirun --tag-output
@@ -76,8 +77,8 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
         input_findings.append(Finding(Status.WARN, f"{sum(scan.dropped.values())} matching lines past the first "
                                                    f"{len(scan.events)} were counted, not kept"))
     input_findings.append(Finding(Status.OK if stats.files else Status.SKIP,
-                                  f"read {stats.lines} lines ({stats.bytes / 2**20:.1f} MiB) from {stats.files} "
-                                  f"{'file' if stats.files == 1 else 'files'} in {read_s:.1f} s",
+                                  f"read {plural(stats.lines, 'line')} ({stats.bytes / 2**20:.1f} MiB) from "
+                                  f"{plural(stats.files, 'file')} in {read_s:.1f} s",
                                   evidence={"files": stats.files, "bytes": stats.bytes, "lines": stats.lines}))
     runs = [_run("log.input", "The input could be read", input_findings, read_s)]
     if stats.files:

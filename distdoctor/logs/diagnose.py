@@ -17,6 +17,7 @@ from distdoctor.compare import fold
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
+from distdoctor.grammar import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
@@ -157,7 +158,7 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
             findings.append(Finding(Status.OK, "no failure signature in the log"))
     for g in infos:
         e = g.first
-        findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {g.count} lines)", subject=g.signature.id,
+        findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {plural(g.count, 'line')})", subject=g.signature.id,
                                 explanation=g.signature.meaning, evidence=_evidence(g, e)))
     return findings
 
@@ -185,7 +186,7 @@ def _root_finding(primary: Group, first: Event, folded: list[Group]) -> Finding:
             then.append(f"{len(others)} {'rank' if len(others) == 1 else 'ranks'} then hit "
                         f"{c.signature.title}{op} ({fold(str(r) for r in others)})")
         else:
-            then.append(f"then {c.signature.title}{op} ({c.count} lines)")
+            then.append(f"then {c.signature.title}{op} ({plural(c.count, 'line')})")
     if then:
         summary += "; " + "; ".join(then)
     explanation = sig.meaning

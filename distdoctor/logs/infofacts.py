@@ -17,7 +17,7 @@ from typing import Any
 from distdoctor.compare import AGREE, Difference, Rule, compare, fold, to_finding
 from distdoctor.logs.scan import Scan
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import suggest_ifname
+from distdoctor.nccl_socket import shell_word, suggest_ifname
 from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
 
 _VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
@@ -137,7 +137,8 @@ def judge(scan: Scan) -> list[Finding]:
     findings = [to_finding(d, noun="rank", names=names) for d in compare(facts, rules(hosts))]
     findings += _interfaces(facts, hosts, names)
     summary = _summary(facts)
-    findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} {'rank' if len(facts) == 1 else 'ranks'} read from the log: {summary}",
+    ranks = "rank" if len(facts) == 1 else "ranks"
+    findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} {ranks} read from the log: {summary}",
                             evidence={"ranks": {m: {k: list(v) if isinstance(v, tuple) else v for k, v in f.items()}
                                                 for m, f in list(facts.items())[:64]}}))
     return findings
@@ -158,7 +159,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:
-            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={suggest_ifname(good)}"
+            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(good))}"
         else:
             fix = (f"# {target}no interface in NCCL's list reaches another node: run the container with "
                    f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")

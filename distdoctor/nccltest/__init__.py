@@ -6,8 +6,8 @@
 
 torch is imported only inside this package's run path, never by `distdoctor check`.
 Modules: rendezvous (who am I, where do we meet), interface (which address), fingerprint,
-compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives, bench, session (one rank's protocol),
-report, watchdog (the outer bound), local (--local N).
+compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives,
+bench, session (one rank's protocol), report, watchdog (the outer bound), local (--local N).
 """
 
 from __future__ import annotations
@@ -68,9 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")
     parser.add_argument("-f", "--stepfactor", type=int, default=4, help="--bench: size multiplier (default 4)")
-    parser.add_argument("--iters", type=limits.arg_count(100000), default=5, help="--bench: timed iterations per size (default 5)")
-    parser.add_argument("--format", choices=("console", "json"), default="console")
+    parser.add_argument("--iters", type=limits.arg_count(100000), default=5,
+                        help="--bench: timed iterations per size (default 5)")
+    parser.add_argument("--format", choices=("console", "json", "prometheus"), default="console")
     parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="rank 0 writes the report here (atomically) instead of stdout")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="every rank logs its progress to stderr; OK findings in full")
 
@@ -84,6 +87,13 @@ def _validate(args: argparse.Namespace) -> str:
         return "--local needs a number of ranks"
     if args.iters < 1:
         return "--iters must be at least 1"
+    if getattr(args, "output", None):
+        from distdoctor import output
+
+        try:
+            output.check_writable(args.output)
+        except output.OutputError as exc:
+            return str(exc)
     try:
         args.bench_sizes = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes),
                                        args.stepfactor)

@@ -15,6 +15,7 @@ from distdoctor import compare as engine
 from distdoctor.api import fail, ok, warn
 from distdoctor.compare import AGREE, DIFFER, Rule, rank_ranges
 from distdoctor.model import Finding, Status
+from distdoctor.nccl_socket import shell_word
 
 __all__ = ["compare", "fingerprint_table", "ifname_covering", "rank_ranges", "node_key"]
 
@@ -126,7 +127,7 @@ def _env_fix(name: str):
     def fix(diff: engine.Difference) -> str:
         values = [g.value for g in diff.groups if g.value not in (None, "", engine.ABSENT)]
         if len(values) == 1:
-            return (f"export {name}={values[0]}   # for every rank, before srun/mpirun (mpirun -x {name}); "
+            return (f"export {name}={shell_word(str(values[0]))}   # for every rank, before srun/mpirun (mpirun -x {name}); "
                     f"or unset it where it is set")
         return f"# set {name} to one value for every rank, before srun/mpirun (mpirun -x {name})"
     return fix
@@ -143,7 +144,7 @@ def _ifname_fix(names: Iterable[str]) -> str:
     value = ifname_covering(names)
     if not value:
         return "# set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes (see `ip -br addr`)"
-    return f"export NCCL_SOCKET_IFNAME={value}"
+    return f"export NCCL_SOCKET_IFNAME={shell_word(value)}"
 
 
 def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:

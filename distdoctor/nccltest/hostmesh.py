@@ -189,6 +189,26 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
+                 addresses: Mapping[int, str]) -> str:
+    """One nft line per listening host whose connections fail: the rule goes on that node, and
+    is inserted at the top of its input chain (`nft add rule` would append it after the drop
+    rule that causes the failure, and change nothing)."""
+    sources: dict[str, list[str]] = {}
+    for src, dst, _status in pairs:
+        address = addresses.get(src) or ""
+        if address and hosts.get(dst):
+            found = sources.setdefault(hosts[dst], [])
+            if address not in found:
+                found.append(address)
+    lines = []
+    for host, addrs in sorted(sources.items()):
+        family = "ip6" if any(":" in a for a in addrs) else "ip"
+        match = addrs[0] if len(addrs) == 1 else "{ " + ", ".join(addrs) + " }"
+        lines.append(f"ssh {host} nft insert rule inet filter input {family} saddr {match} accept")
+    return "\n".join(lines)
+
+
 def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: str = "host") -> list[Finding]:
     """The mesh check's findings. Blocked pairs keep the rank-to-rank form "0(a)->1(b): timeout"
     with each host's leader rank, so one rank per host reads as before."""
@@ -206,9 +226,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
             "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them, "
             "'no route' that nobody answers for the address (ARP gets no reply)",
-            fix="nft add rule inet filter input ip saddr <cluster subnet> accept   # on every node: allow "
-                "TCP between the nodes on all ports\n"
-                "# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=<interface>",
+            fix="# on each listening node, let its peers in ahead of the drop rule (or open the cloud security group):\n"
+                + (firewall_fix(verdict.blocked, dict(enumerate(hmap.hosts)), dict(enumerate(hmap.addresses)))
+                   or "nft list ruleset   # on the nodes that drop the connections")
+                + "\n# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE",
             evidence={"blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked]}))
     for s, d, moved in verdict.stalled:
         out.append(fail(

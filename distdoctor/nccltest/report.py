@@ -7,6 +7,7 @@ rendezvous, per-rank fingerprints, mesh matrix and bench rows under the extra to
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any, Sequence
@@ -76,19 +77,29 @@ def build(runs: Sequence[CheckRun], host: str, context: RunContext, started_wall
                         command="nccl-test")
 
 
-def render(report, fmt: str, verbose: bool, extra: dict[str, Any]) -> str:
+def render(report, fmt: str, verbose: bool, extra: dict[str, Any], to_file: bool = False) -> str:
+    """The report in the formats and by the console rule every command shares."""
     if fmt == "json":
         from distdoctor.redact import redact
         from distdoctor.render import json as json_render
 
         return json_render.render(report, extra=redact(extra))
+    if fmt == "prometheus":
+        from distdoctor.render import prometheus
+
+        return prometheus.render(report)
     from distdoctor.render import console as console_render
 
-    console_render.render(report, console_render.make_console(), verbose)
-    return ""
+    return console_render.text_for(report, verbose, sys.stdout, os.environ, to_file)
 
 
-def emit(text: str) -> None:
-    if text:
-        sys.stdout.write(text)
+def emit(text: str, path: str | None = None) -> None:
+    """To stdout, or to -o PATH as `check` writes it; a report that cannot be written is said
+    on stderr (the exit code stays the test's)."""
+    from distdoctor import output
+
     sys.stdout.flush()
+    try:
+        output.write_report(text, path)
+    except output.OutputError as exc:
+        print(f"distdoctor nccl-test: {exc}", file=sys.stderr)

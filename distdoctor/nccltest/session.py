@@ -189,7 +189,8 @@ class RankRun:
         local = any(a in mine or a.startswith("127.") or a == "::1" for a in resolved.addresses)
         if resolved.error:
             findings.append(fail(f"MASTER_ADDR {e.addr} does not resolve on rank 0's host: {resolved.error}",
-                                 subject=e.addr, fix="export MASTER_ADDR=<rank 0's hostname or address>"))
+                                 subject=e.addr, fix=f"export MASTER_ADDR={self.host.hostname()}   # rank 0's host, "
+                                                         "before launching (or its address)"))
         elif not local:
             findings.append(fail(
                 f"MASTER_ADDR {e.addr} ({', '.join(resolved.addresses)}) is not an address of rank 0's host "
@@ -214,7 +215,7 @@ class RankRun:
                 f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: something already listens there",
                 subject=str(self.endpoint.port),
                 explanation="another job's rendezvous, or an earlier test still running, holds the port",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+                fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: one free port for all ranks")],
                 time.monotonic() - self.started)
             return self.finish()
         try:
@@ -227,7 +228,7 @@ class RankRun:
                 f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: "
                 + ("the port is in use" if in_use else text), subject=str(self.endpoint.port),
                 explanation="another job, or an earlier test that is still running, holds the port" if in_use else "",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+                fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: one free port for all ranks")],
                 time.monotonic() - self.started)
             return self.finish()
         self.store.set("fp/0", json.dumps(fp))
@@ -322,15 +323,19 @@ class RankRun:
         names = sorted(set(per_host.values()))
         # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
         # per node, not the union NCCL_SOCKET_IFNAME would take.
-        value = names[0] if len(names) == 1 else "<this node's interface>   # " + ", ".join(
-            f"{i} on {h}" for h, i in sorted(per_host.items()))
         if len(names) == 1:
-            value += "   # or map the hostname to the node's real address in /etc/hosts"
+            fix = (f"export GLOO_SOCKET_IFNAME={names[0]}   # or map the hostname to the node's real address "
+                   "in /etc/hosts")
+        elif names:  # each node exports its own interface's name
+            fix = "# export GLOO_SOCKET_IFNAME per node, before launching:\n" + "\n".join(
+                f"# on {h}: export GLOO_SOCKET_IFNAME={i}" for h, i in sorted(per_host.items()))
+        else:
+            fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
         return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "
                     f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
                     explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
                     "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
-                    fix=f"export GLOO_SOCKET_IFNAME={value if names else '<interface>'}")
+                    fix=fix)
 
     def lead_tests(self, fp: dict[str, Any], listener) -> int:
         backend, notes = self.choose_backend()
@@ -688,8 +693,9 @@ class RankRun:
                              self.ident.job_id, self.ident.step_id)
         report = report_mod.build(runs, self.host.hostname(), context, self.started_wall,
                                   time.monotonic() - self.started)
+        output = getattr(self.args, "output", None)
         report_mod.emit(report_mod.render(report, self.args.format, self.args.verbose,
-                                          {"nccl_test": self.recorder.extra}))
+                                          {"nccl_test": self.recorder.extra}, bool(output)), output)
 
     def crash(self, exc: BaseException) -> int:
         """Rank 0 hit a bug: report what is known, with the error under the step it was in."""

@@ -49,7 +49,7 @@ def parse_link_json(text: str) -> list[IpLink]:
             ifindex = int(item.get("ifindex", 0))
             mtu = int(item["mtu"]) if item.get("mtu") is not None else None
         except (TypeError, ValueError):
-            raise ParseError("ip", f"ip -d -j link: entry {i} ({item['ifname']}) has a non-numeric ifindex or mtu")
+            raise ParseError("ip", f"ip -d -j link: entry {i} ({item['ifname']}) has a non-numeric ifindex or mtu") from None
         flags = item.get("flags") if isinstance(item.get("flags"), list) else []
         links.append(IpLink(
             ifindex=ifindex, name=item["ifname"], flags=tuple(str(f) for f in flags), mtu=mtu,

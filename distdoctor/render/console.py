@@ -1,14 +1,20 @@
 """The console view: findings grouped by area, then what to paste to fix them.
 
-Plain when piped (rich drops styles on a non-terminal), no colour under NO_COLOR, and laid
-out to stay readable at 80 columns. A finding whose evidence holds a `table`
+One rule for every command and every destination (stdout or -o FILE), see `choose`:
+- width: $COLUMNS when set, else the terminal's width on a terminal, else 100;
+- escape codes: none at all unless the output is a terminal, NO_COLOR is unset, and the
+  process is not a rank under a launcher (mpirun and srun --pty give ranks a pty, and their
+  logs then fill with codes); FORCE_COLOR turns them on anywhere (not for -o FILE).
+Lines never end in spaces. Laid out to stay readable at 80 columns. A finding whose evidence holds a `table`
 ({"columns": [...], "rows": [[...], ...]}) is drawn as a table under its check.
 """
 
 from __future__ import annotations
 
+import io
+import re
 from itertools import groupby
-from typing import IO
+from typing import IO, Callable, Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,6 +22,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from distdoctor.compare import fold
+from distdoctor.grammar import plural
 from distdoctor.model import CheckRun, Finding, Report, Status
 
 GLYPHS = {
@@ -28,6 +36,62 @@ GLYPHS = {
 }
 ASCII_GLYPHS = {Status.OK: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--",
                 Status.ERROR: "EE", Status.TIMEOUT: "TO"}
+
+
+DEFAULT_WIDTH = 100
+# A rank of a launched job: its stdout is the launcher's log, even when that is a pty.
+_LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK",
+                  "LOCAL_RANK")
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def choose(is_tty: bool, terminal_width: int | None, env: Mapping[str, str]) -> tuple[int, bool]:
+    """(width, escape codes on) by the rule in this module's docstring."""
+    columns = env.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) >= 20:
+        width = int(columns)
+    elif is_tty and terminal_width:
+        width = terminal_width
+    else:
+        width = DEFAULT_WIDTH
+    if env.get("FORCE_COLOR"):
+        return width, True
+    if env.get("NO_COLOR") or any(env.get(name) for name in _LAUNCHER_VARS):
+        return width, False
+    return width, is_tty
+
+
+class _Buffer(io.StringIO):
+    def __init__(self, encoding: str):
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # the glyphs follow the destination's encoding
+        return self._encoding
+
+
+def to_text(subject, width: int, color: bool, verbose: bool = False, draw: Callable | None = None,
+            encoding: str = "utf-8") -> str:
+    """What `draw` (render by default) prints for subject, as text: with escape codes only when
+    color is on, and never a trailing space."""
+    buf = _Buffer(encoding)
+    console = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None,
+                      no_color=not color, highlight=False, soft_wrap=False, emoji=False, legacy_windows=False)
+    (draw or render)(subject, console, verbose)
+    return _TRAILING.sub(r"\1", buf.getvalue())
+
+
+def text_for(subject, verbose: bool, stream: IO[str], env: Mapping[str, str], to_file: bool = False,
+             draw: Callable | None = None) -> str:
+    """The console view for stdout (stream) or for -o FILE, by the rule in the docstring: the
+    same width for both; escape codes only on a terminal, never in a file."""
+    import shutil
+
+    is_tty = not to_file and stream.isatty()
+    width, color = choose(is_tty, shutil.get_terminal_size().columns if is_tty else None, env)
+    encoding = "utf-8" if to_file else (getattr(stream, "encoding", None) or "utf-8")
+    return to_text(subject, width, color and not to_file, verbose, draw, encoding)
 
 
 def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None) -> Console:
@@ -89,6 +153,19 @@ def _fold_skips(runs: list[CheckRun]) -> list[tuple[str, list[CheckRun]]]:
     return [(reason, skipped) for reason, skipped in by_reason.items() if len(skipped) > 1]
 
 
+def fix_items(report: Report) -> list[list[tuple[CheckRun, Finding]]]:
+    """The "How to fix" items: findings at WARN or worse with a fix or an explanation, those
+    with the same fix and explanation as one item (30 nodes short of one limit need one fix,
+    printed once, with the nodes folded)."""
+    items: dict[object, list[tuple[CheckRun, Finding]]] = {}
+    for run in report.runs:
+        for finding in run.findings:
+            if finding.status.severity >= Status.WARN.severity and (finding.fix or finding.explanation):
+                key = (finding.fix, finding.explanation) if finding.fix else id(finding)
+                items.setdefault(key, []).append((run, finding))
+    return list(items.values())
+
+
 def render(report: Report, console: Console, verbose: bool = False) -> None:
     header = Text()
     header.append(f"distdoctor {report.tool_version}", style="bold")
@@ -98,15 +175,15 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
         console.print(Text(f"rank {report.context.rank} of {report.context.world_size}, local rank "
                            f"{report.context.local_rank}", style="dim"))
     runs = sorted(report.runs, key=lambda r: r.area)
-    for area, group in groupby(runs, key=lambda r: r.area):
+    for area, grouped in groupby(runs, key=lambda r: r.area):
         console.print()
         console.print(Text(area, style="bold underline"))
-        group = list(group)
+        group = list(grouped)
         folded = [] if verbose else _fold_skips(group)
         for reason, skipped in folded:
             line = Text()
             line.append_text(_glyph(console, Status.SKIP))
-            line.append(f" {len(skipped)} checks skipped: {reason}", style="dim")
+            line.append(f" {plural(len(skipped), 'check')} skipped: {reason}", style="dim")
             line.append(f"  [{', '.join(r.id for r in skipped)}]", style="dim")
             console.print(Padding(line, (0, 0, 0, 2), expand=False))
         hidden = {r.id for _reason, skipped in folded for r in skipped}
@@ -121,17 +198,23 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
             console.print(Padding(line, (0, 0, 0, 2), expand=False))
             _finding_lines(console, run, verbose)
 
-    fixes = [(run, f) for run in report.runs for f in run.findings
-             if f.status.severity >= Status.WARN.severity and (f.fix or f.explanation)]
+    fixes = fix_items(report)
     if fixes:
         console.print()
         console.print(Text("How to fix", style="bold underline"))
-        for number, (run, finding) in enumerate(fixes, 1):
+        for number, same in enumerate(fixes, 1):
+            run, finding = same[0]
             title = Text(f"{number}. ")
             title.append_text(_glyph(console, finding.status))
             title.append(f" {finding.summary}", style="bold")
             title.append(f"  [{run.id}]", style="dim")
             console.print(title, overflow="fold")
+            if len(same) > 1:
+                subjects = fold([f.subject for _r, f in same if f.subject])
+                ids = ", ".join(dict.fromkeys(r.id for r, _f in same))
+                console.print(Padding(Text(f"the same fix for {len(same)} findings" + (f": {subjects}" if subjects else "")
+                                           + (f"  [{ids}]" if ids != run.id else ""), style="dim"),
+                                      (0, 0, 0, 3), expand=False))
             if finding.explanation:
                 console.print(Padding(Text(finding.explanation), (0, 0, 0, 3), expand=False))
             if finding.fix:
@@ -142,7 +225,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
 
     counts = report.counts()
     summary = Text()
-    summary.append(f"\n{len(report.runs)} checks: ", style="bold")
+    summary.append(f"\n{plural(len(report.runs), 'check')}: ", style="bold")
     parts = [f"{counts[s.value]} {s.value}" for s in Status if counts[s.value] or s in (Status.OK, Status.WARN, Status.FAIL)]
     summary.append(" · ".join(parts))
     summary.append(f" in {report.duration:.2f} s")

@@ -30,8 +30,8 @@ def render(report: Report) -> str:
         "# HELP distdoctor_checks Number of checks that ended with each status.",
         "# TYPE distdoctor_checks gauge",
     ]
-    for status, count in report.counts().items():
-        lines.append(f'distdoctor_checks{{host="{host}",status="{status}"}} {count}')
+    for status_name, count in report.counts().items():
+        lines.append(f'distdoctor_checks{{host="{host}",status="{status_name}"}} {count}')
     from datetime import datetime
 
     started = datetime.fromisoformat(report.started_at.replace("Z", "+00:00")).timestamp()

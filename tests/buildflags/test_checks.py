@@ -389,5 +389,5 @@ def test_no_nccl_anywhere_costs_no_probe_interpreter():
     # A libnccl in a directory the loader searches by default is still probed.
     host = FakeHost(env={"PATH": "/usr/bin"}, files={"/usr/lib/x86_64-linux-gnu/libnccl.so.2": "ELF"},
                     commands={("ldconfig", "-p"): "0 libs found in cache `/etc/ld.so.cache'\n"})
-    Facts(host).nccl_libraries
+    _ = Facts(host).nccl_libraries
     assert [c for c in host.calls if c[:2] == ("python", "-c")]

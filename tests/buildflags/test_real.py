@@ -4,7 +4,6 @@ broken libraries compiled here, and the installed torch."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess

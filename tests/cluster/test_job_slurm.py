@@ -50,7 +50,8 @@ def test_jsonl_is_one_whole_line_per_node(qb_cluster, job_env):
 def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tmp_path):
     """Rank 0 refuses a report it cannot authenticate: the other node is named in the report."""
     script = tmp_path / "other-secret.sh"
-    script.write_text("#!/bin/sh\n[ \"$SLURM_NODEID\" = 1 ] && export DISTDOCTOR_JOB_SECRET=not-the-jobs-secret-0123456789abcdef\n"
+    script.write_text("#!/bin/sh\n"
+                      "[ \"$SLURM_NODEID\" = 1 ] && export DISTDOCTOR_JOB_SECRET=not-the-jobs-secret-0123456789abcdef\n"
                       f"exec {' '.join(distdoctor_argv())} \"$@\"\n")
     script.chmod(0o755)
     proc = qb_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "5"],

@@ -1,6 +1,5 @@
 """The docs stay true: the check reference is regenerated, the worked example really works."""
 
-import json
 import os
 import re
 import subprocess

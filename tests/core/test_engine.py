@@ -77,7 +77,10 @@ def test_global_timeout_bounds_the_run_even_for_queued_checks():
     runs = _run(slow, jobs=1, total_timeout=1.0)
     assert time.monotonic() - start < 5
     assert all(r.status is Status.TIMEOUT for r in runs)
-    assert "did not start before the run's deadline" in runs[2].findings[0].summary
+    assert "did not start: the run's 1 s bound (--timeout) ran out first" in runs[2].findings[0].summary
+    # The one running names the bound that really stopped it, not its own 60 s.
+    assert "when the run's 1 s bound (--timeout) ran out" in runs[0].findings[0].summary
+    assert "60 s" not in runs[0].findings[0].summary
 
 
 def test_non_finding_is_an_error():

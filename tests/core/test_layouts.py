@@ -85,3 +85,14 @@ def test_builtin_pack_loads_in_every_layout(workdir, editable):
     # The pack ships as distdoctor.checks only.
     top = _run([python, "-c", "import checks"], cwd=elsewhere)
     assert top.returncode != 0 and "No module named 'checks'" in top.stderr
+
+
+def test_a_clone_that_is_not_installed_still_finds_its_pack(monkeypatch):
+    """No distribution metadata at all (the clone on PYTHONPATH): the pack beside the package
+    is loaded under its installed name."""
+    from distdoctor import registry
+
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [])
+    loaded = registry.load(env={})
+    assert BUILTIN_ID in loaded.checks and not loaded.problems
+    assert loaded.checks[BUILTIN_ID].source == "entry point builtin (distdoctor.checks)"

@@ -1,6 +1,5 @@
 """`distdoctor check` as a user runs it, with a stand-in nvidia-smi first on PATH."""
 
-import json
 import subprocess
 import time
 

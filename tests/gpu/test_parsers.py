@@ -99,7 +99,8 @@ def test_topo_nic_legend_with_more_nics_than_columns():
 
 
 def test_topo_na_affinity():
-    text = "        GPU0    GPU1    CPU Affinity    NUMA Affinity\nGPU0     X      NV2     N/A     N/A\nGPU1    NV2      X      N/A     N/A\n"
+    text = ("        GPU0    GPU1    CPU Affinity    NUMA Affinity\n"
+            "GPU0     X      NV2     N/A     N/A\nGPU1    NV2      X      N/A     N/A\n")
     m = parse_topo_matrix(text)
     assert m.gpus[0].cpus == () and m.gpus[0].numa_node is None and m.link("GPU0", "GPU1") == "NV2"
 

@@ -26,8 +26,9 @@ def test_every_category_is_covered():
 
 def test_old_and_new_nccl_formats_both_match():
     """The 2.0-era format has no NCCL token before WARN; today's has one; both name the cause."""
-    old = "e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol"
-    new = "e66aa18dc444:3171:3171 [0] misc/socket.cc:311 NCCL WARN Socket creation failed : Address family not supported by protocol"
+    cause = "Socket creation failed : Address family not supported by protocol"
+    old = f"e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN {cause}"
+    new = f"e66aa18dc444:3171:3171 [0] misc/socket.cc:311 NCCL WARN {cause}"
     assert sigs.match_line(old).id == sigs.match_line(new).id == "nccl.socket-family-unsupported"
 
 

@@ -35,14 +35,14 @@ def test_interface_names_per_node_give_one_ifname_for_all():
     findings = compare(job(r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
     (iface,) = [f for f in findings if f.subject == "interface"]
     assert iface.status is Status.WARN
-    assert iface.fix == "export NCCL_SOCKET_IFNAME==ens14f0,ens5"
+    assert iface.fix == "export NCCL_SOCKET_IFNAME='=ens14f0,ens5'"
 
 
 def test_loopback_is_never_offered_to_nccl():
     """Ranks on rank 0's host route to it over lo: neither a difference nor part of the fix."""
     findings = compare(job(r1={"interface": "lo"}, r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
     (iface,) = [f for f in findings if f.subject == "interface"]
-    assert iface.fix == "export NCCL_SOCKET_IFNAME==ens14f0,ens5" and "lo" not in iface.summary
+    assert iface.fix == "export NCCL_SOCKET_IFNAME='=ens14f0,ens5'" and "lo" not in iface.summary
     assert ifname_covering(["lo", "lo0"]) == ""
     assert [f.status for f in compare(job(r1={"interface": "lo"}))] == [Status.OK]
 
@@ -130,4 +130,4 @@ def test_nccl_prediction_findings_from_fingerprints():
     [missing] = [f for s, f in summaries.items() if "no usable" in s]
     assert suspect.status.value == "warn" and "b: docker0 (bridge)" in suspect.summary
     assert missing.status.value == "fail" and "rank(s) 2" in missing.summary
-    assert suspect.fix == missing.fix == "export NCCL_SOCKET_IFNAME==eth0"
+    assert suspect.fix == missing.fix == "export NCCL_SOCKET_IFNAME='=eth0'"

@@ -40,3 +40,25 @@ def test_install_hint_is_a_command_that_works_as_printed():
     assert "distdoctor[torch]" not in hint  # not on an index: cannot work
     assert "/opt/venv/bin/python3 -m pip install torch\n" in hint
     assert "--index-url https://download.pytorch.org/whl/cpu" in hint
+
+
+@pytest.mark.slow
+def test_nccl_test_has_the_output_options_of_check(tmp_path):
+    require_torch()
+    out = tmp_path / "nccl.prom"
+    proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "60", "--format", "prometheus",
+                           "-o", str(out)], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    text = out.read_text()
+    assert 'check="nccl-test.all-reduce"' in text and "# TYPE" in text
+    console = tmp_path / "nccl.txt"
+    proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "60", "-o", str(console)],
+                          env=clean_env(NO_COLOR=""), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = console.read_text()
+    assert "nccl-test.all-reduce" in text and "\x1b[" not in text
+    assert not [line for line in text.splitlines() if line != line.rstrip()]
+    refused = subprocess.run([*distdoctor_argv(), "nccl-test", "--local", "2", "-o", str(tmp_path / "no" / "x")],
+                             env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 64 and "does not exist" in refused.stderr

@@ -51,10 +51,12 @@ def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True):
 
 
 def nft(ns: Namespaces, short: str, rule: str) -> None:
+    """The drop rule in `inet filter input`, the chain Debian's /etc/nftables.conf defines and the
+    mesh's printed fix inserts into."""
     apt.ensure("nftables")
-    ns.run(short, ["nft", "add", "table", "inet", "ddt"])
-    ns.run(short, ["nft", "add", "chain", "inet", "ddt", "input", "{ type filter hook input priority 0 ; }"])
-    ns.run(short, ["nft", "add", "rule", "inet", "ddt", "input", *rule.split()])
+    ns.run(short, ["nft", "add", "table", "inet", "filter"])
+    ns.run(short, ["nft", "add", "chain", "inet", "filter", "input", "{ type filter hook input priority 0 ; }"])
+    ns.run(short, ["nft", "add", "rule", "inet", "filter", "input", *rule.split()])
 
 
 def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
@@ -68,7 +70,7 @@ def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
     assert found["nccl-test.cross-rank"] == "warn"
     summaries = {f["subject"]: f for f in checks(doc)["nccl-test.cross-rank"]["findings"]}
     assert "1 on rank 1 (nodeb)" in summaries["NCCL_IB_DISABLE"]["summary"]
-    assert summaries["interface"]["fix"] == "export NCCL_SOCKET_IFNAME==ens5,eth0"
+    assert summaries["interface"]["fix"] == "export NCCL_SOCKET_IFNAME='=ens5,eth0'"
     fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
     assert (fps[0]["host"], fps[0]["interface"], fps[0]["address"]) == ("nodea", "eth0", f"{SUBNET}.1")
     assert (fps[1]["host"], fps[1]["interface"], fps[1]["address"]) == ("nodeb", "ens5", f"{SUBNET}.2")
@@ -89,6 +91,14 @@ def test_drop_on_ephemeral_ports_shows_in_the_mesh(hosts):
     table = mesh["findings"][0]["evidence"]["table"]
     assert table["rows"][0][1:] == ["-", "timeout"] and table["rows"][1][1:] == ["ok", "-"]
     assert statuses(doc)["nccl-test.all-reduce"] == "skip"
+
+    # The printed fix works as printed, on the node it names: nodeb, ahead of its drop rule.
+    [line] = [line for line in mesh["findings"][0]["fix"].splitlines() if line.startswith("ssh ")]
+    assert line == f"ssh nodeb nft insert rule inet filter input ip saddr {SUBNET}.1 accept"
+    hosts.run("b", line.split()[2:])
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a=env, env_b={"GLOO_SOCKET_IFNAME": "ens5"})
+    assert (rc0, rc1) == (0, 0), (err0, err1, doc["checks"])
+    assert statuses(doc)["nccl-test.mesh"] == "ok"
 
 
 def test_drop_on_the_rendezvous_port_names_the_rank_that_never_arrived(hosts):
@@ -127,8 +137,9 @@ def test_gloo_on_a_hostname_that_resolves_to_loopback_is_caught_before_it_hangs(
     init = checks(doc)["nccl-test.init"]
     assert init["status"] == "fail" and "gloo would advertise 127.0.0.1" in init["findings"][-1]["summary"]
     # the two "hosts" name their interface differently: one value per node, not a union
-    assert init["findings"][-1]["fix"] == (f"export GLOO_SOCKET_IFNAME=<this node's interface>   # eth0 on vm "
-                                           f"({SUBNET}.1), ens5 on vm ({SUBNET}.2)")
+    assert init["findings"][-1]["fix"] == ("# export GLOO_SOCKET_IFNAME per node, before launching:\n"
+                                           f"# on vm ({SUBNET}.1): export GLOO_SOCKET_IFNAME=eth0\n"
+                                           f"# on vm ({SUBNET}.2): export GLOO_SOCKET_IFNAME=ens5")
 
 
 def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):
@@ -161,7 +172,7 @@ def test_nccl_would_pick_a_veth_on_one_node_is_named_with_the_fix(hosts):
     [veth] = [f for f in findings if f["subject"] == "NCCL_SOCKET_IFNAME" and "advertise" in f["summary"]]
     assert veth["status"] == "warn"
     assert "rank(s) 1" in veth["summary"] and "nodeb: vethdd0 (veth" in veth["summary"]
-    assert veth["fix"] == "export NCCL_SOCKET_IFNAME==ens5,eth0"
+    assert veth["fix"] == "export NCCL_SOCKET_IFNAME='=ens5,eth0'"
     fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
     assert fps[0]["nccl_interface"] == "eth0" and not fps[0]["nccl_suspect"]
     assert (fps[1]["nccl_interface"], fps[1]["nccl_address"]) == ("vethdd0", "172.31.250.1")

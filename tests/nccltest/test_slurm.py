@@ -33,7 +33,8 @@ def test_srun_two_nodes(cluster, tasks):
     proc, doc, _ = nccl_test(cluster, "-N2", "-n", tasks)
     assert proc.returncode == 0, proc.stderr
     world = int(tasks)
-    assert doc["context"]["kind"] == "slurm-step" and doc["context"]["launcher"] == "srun" and doc["context"]["world_size"] == world
+    context = doc["context"]
+    assert context["kind"] == "slurm-step" and context["launcher"] == "srun" and context["world_size"] == world
     rendezvous = doc["nccl_test"]["rendezvous"]
     assert rendezvous["master_addr"] == "node1" and "first host" in rendezvous["addr_why"]
     assert "derived from Slurm job" in rendezvous["port_why"]
@@ -57,7 +58,7 @@ def test_srun_cross_rank_catches_one_nodes_environment(cluster):
     assert "(unset) on rank 0 (node1)" in differs["summary"] and "ib0 on rank 1 (node2)" in differs["summary"]
     (none,) = [f for f in cross["findings"] if f["subject"] == "NCCL_SOCKET_IFNAME" and "no usable" in f["summary"]]
     assert none["status"] == "fail" and "rank(s) 1" in none["summary"]
-    assert none["fix"] == "export NCCL_SOCKET_IFNAME==eth0"
+    assert none["fix"] == "export NCCL_SOCKET_IFNAME='=eth0'"
 
 
 def test_srun_node_whose_ranks_never_start_is_named(cluster):

@@ -31,7 +31,7 @@ def test_default_choice_is_a_veth_named_ib0_and_warns_with_the_default_route_int
     f = main_finding(findings)
     assert f.status is Status.WARN
     assert "ib0:10.20.0.5" in f.summary and "veth" in f.summary
-    assert f.fix == "export NCCL_SOCKET_IFNAME==enp1s0f0 GLOO_SOCKET_IFNAME=enp1s0f0"
+    assert f.fix == "export NCCL_SOCKET_IFNAME='=enp1s0f0' GLOO_SOCKET_IFNAME=enp1s0f0"
     assert f.evidence["rule"] == "NCCL's first choice: names starting with ib"
     assert [row[0] for row in f.evidence["table"]["rows"]][:2] == ["lo", "enp1s0f0"]
 
@@ -116,7 +116,7 @@ def test_prefix_matching_a_dummy_next_to_the_nic_warns_with_exact_syntax():
     findings = run_check(net.nccl_socket_interface, lab_host({"NCCL_SOCKET_IFNAME": "enp"}))
     over = [f for f in findings if "NCCL uses all" in f.summary][0]
     assert over.status is Status.WARN and "enp1s0f0, enp4s0" in over.summary
-    assert over.fix == "export NCCL_SOCKET_IFNAME==enp1s0f0"
+    assert over.fix == "export NCCL_SOCKET_IFNAME='=enp1s0f0'"
 
 
 def test_prefix_that_is_a_full_name_warns_but_several_good_nics_do_not():
@@ -128,7 +128,7 @@ def test_prefix_that_is_a_full_name_warns_but_several_good_nics_do_not():
     host.if_addrs["enp4s0f1"] = [{"family": "inet", "address": "10.41.0.5", "netmask": "255.255.255.0"}]
     host.if_stats["enp4s0f1"] = {"isup": True, "speed": 0, "mtu": 1500, "duplex": 0, "flags": "up,running"}
     over = [f for f in run_check(net.nccl_socket_interface, host) if "NCCL uses all" in f.summary][0]
-    assert "enp4s0, enp4s0f1" in over.summary and over.fix == "export NCCL_SOCKET_IFNAME==enp4s0"
+    assert "enp4s0, enp4s0f1" in over.summary and over.fix == "export NCCL_SOCKET_IFNAME='=enp4s0'"
 
 
 def test_bridge_port_found_through_brport_when_ip_is_missing():
@@ -231,7 +231,7 @@ def test_infiniband_down_port_warns_and_suggests_the_active_one():
     findings = run_check(net.infiniband, ib_host())
     down = [f for f in findings if f.status is Status.WARN][0]
     assert "mlx5_1 port 1 is DOWN / Disabled" == down.summary
-    assert "NCCL_IB_HCA==mlx5_0:1" in down.fix
+    assert "NCCL_IB_HCA='=mlx5_0:1'" in down.fix
 
 
 def test_infiniband_hca_selection_and_disable():

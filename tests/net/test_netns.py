@@ -47,7 +47,8 @@ COMMON = [{}, {"NCCL_SOCKET_IFNAME": "enp"}, {"NCCL_SOCKET_IFNAME": "=enp1s0f0"}
 GPU_ONLY = [{"NCCL_SOCKET_IFNAME": "=enp2s0f1"}, {"NCCL_SOCKET_IFNAME": "tap0"},
             {"NCCL_SOCKET_IFNAME": "^docker,lo,ib,enp"}, {"NCCL_SOCKET_IFNAME": "^ib"},
             {"NCCL_SOCKET_IFNAME": "docker0"}, {"NCCL_COMM_ID": "10.81.15.9:5000"},
-            {"NCCL_COMM_ID": "10.81.11.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"}, {"NCCL_COMM_ID": ""}]
+            {"NCCL_COMM_ID": "10.81.11.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"},
+            {"NCCL_COMM_ID": ""}]
 
 
 def sh(ns: Namespaces, short, *argv):
@@ -183,7 +184,7 @@ def test_bridge_first_warns_and_the_suggestion_works(lab):
     run = check_json(ns, "dock")["net.nccl-socket-interface"]
     warning = findings(run, "warn")[0]
     assert warning["subject"] == "br-5e6f7a8b9c0d" and "bridge" in warning["summary"]
-    assert warning["fix"] == "export NCCL_SOCKET_IFNAME==eno1 GLOO_SOCKET_IFNAME=eno1"
+    assert warning["fix"] == "export NCCL_SOCKET_IFNAME='=eno1' GLOO_SOCKET_IFNAME=eno1"
     # The real NCCL, given the suggestion, advertises eno1 ...
     (advertised,) = oracle(ns, lib, "dock", [{}], home)
     (fixed,) = oracle(ns, lib, "dock", [{"NCCL_SOCKET_IFNAME": "=eno1"}], home)

@@ -43,7 +43,8 @@ def test_ip_addr_captures(path):
 
 
 def test_ip_addr_details():
-    k8s = {link.name: link for link in parse_ip_addr(_text(data_path("ip_addr", "ip-a_k8s_netns_flannel_cni0_veth_eth0@if10.txt")))}
+    k8s_text = _text(data_path("ip_addr", "ip-a_k8s_netns_flannel_cni0_veth_eth0@if10.txt"))
+    k8s = {link.name: link for link in parse_ip_addr(k8s_text)}
     assert k8s["eth0"].peer_index == 10 and k8s["eth0"].ifindex == 9
     assert k8s["veth482f2c81"].master == "cni0"
     azure = parse_ip_addr(_text(data_path("ip_addr", "ip-a_azure_hpc_vm_ibP_down_docker0.txt")))

@@ -124,4 +124,4 @@ def test_the_nat_bridge_seen_from_the_node_is_not_advertised(lab, tmp_path):
     finding = [f for f in run["findings"] if f["subject"] != "interfaces"][-1]
     assert finding["status"] == "warn" and "qabr0:10.120.200.1" in finding["summary"], finding
     # on the node itself an interface the peers can reach exists: the fix names it
-    assert finding["fix"].startswith("export NCCL_SOCKET_IFNAME==eth0")
+    assert finding["fix"].startswith("export NCCL_SOCKET_IFNAME='=eth0'")

@@ -7,7 +7,6 @@ the test hosts and whose resolv.conf points at a loopback address where nothing 
 no query leaves the machine. All traffic stays on loopback or inside the namespace.
 """
 
-import json
 import os
 import socket
 import subprocess
@@ -85,13 +84,13 @@ def lab(tmp_path_factory):
         ns.cleanup()
 
 
-def run_cli(lab, *args):
+def run_cli(lab, *args, **env_extra):
     """distdoctor with the lab's /etc/hosts and resolv.conf, in a private mount namespace."""
     script = 'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"'
     argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
             lab["lab"].path("hosts"), lab["lab"].path("resolv.conf"), *distdoctor_argv(), "check",
             "--config", lab["lab"].path("config.toml"), *args]
-    env = dict(os.environ, XDG_CONFIG_HOME=lab["lab"].path("xdg"))
+    env = dict(os.environ, XDG_CONFIG_HOME=lab["lab"].path("xdg"), **env_extra)
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -135,7 +134,8 @@ def test_every_ssh_and_tcp_classification_against_real_sshd(lab):
 
 
 def test_console_table_at_80_columns(lab):
-    proc = run_cli(lab, "--only", "reach.hosts", "--hosts", "ddr-good,ddr-denied,ddr-dropped,ddr-lo")
+    # Piped output is 100 columns unless COLUMNS says otherwise (render/console.py): ask for 80.
+    proc = run_cli(lab, "--only", "reach.hosts", "--hosts", "ddr-good,ddr-denied,ddr-dropped,ddr-lo", COLUMNS="80")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines if not line.startswith("   $ ")) <= 80, proc.stdout  # fixes stay whole

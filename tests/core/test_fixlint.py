@@ -1,0 +1,76 @@
+"""The fix linter: each class of unpasteable fix seen in a real report is rejected, and the
+shapes the checks really print pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from distdoctor.fixlint import lint, lint_all
+from distdoctor.nccltest.hostmesh import firewall_fix
+
+
+def exists(*paths: str):
+    return lambda path: path in paths
+
+
+@pytest.mark.parametrize("fix, why", [
+    ("run distdoctor on a GPU node: srun --gpus-per-node=1 distdoctor check --only gpu", "'run' is not a command"),
+    ("fix or remove the pack; `distdoctor list` shows what loaded", "'fix' is not a command"),
+    ("upgrade the NVIDIA driver; or pip install torch", "'upgrade' is not a command"),
+    ("compare MASTER_ADDR on every node with torchrun's --rdzv-endpoint", "does not parse as shell"),
+    ("export SLURM_CONF=/etc/slurm/slurm.conf   # the cluster's slurm.conf", "/etc/slurm/slurm.conf does not exist"),
+    ("export NCCL_SOCKET_IFNAME==eth0,lo", "NAME==value"),
+    ("export NCCL_SOCKET_IFNAME=eth0,lo", "offers loopback"),
+    ("NCCL_SOCKET_IFNAME='=lo' torchrun train.py", "offers loopback"),
+    ("export GLOO_SOCKET_IFNAME=lo", "offers loopback"),
+    ("ssh-keyscan node3 > /tmp/node3.key", "use mktemp"),
+    ("nft add rule inet filter input ip saddr 10.0.0.0/8 accept   # on every node", "use nft insert rule"),
+    ("nft insert rule inet filter input ip saddr 10.0.0.2 accept", "must name its node"),
+    ("iptables -A INPUT -p tcp --dport 29500 -j ACCEPT", "use -I"),
+    ("srun --gpus-per-node=<N> --gpu-bind=none python train.py", "<N> is a placeholder"),
+    ("export MASTER_ADDR=<rank 0's host>", "placeholder"),
+    ("ssh vm 'systemctl status slurmctld; check the logs'", "'check' is not a command"),
+    ("export 'two words'", "export takes NAME"),
+    ("bash -c 'check the logs'", "'check' is not a command"),
+])
+def test_rejects(fix, why):
+    problems = lint(fix, exists())
+    assert any(why in p for p in problems), problems
+
+
+@pytest.mark.parametrize("fix", [
+    "# a comment is a fix: nothing runs",
+    "unset NCCL_IB_DISABLE",
+    "export NCCL_SOCKET_IFNAME=^lo,docker   # exclusions may name lo",
+    "export NCCL_SOCKET_IFNAME='=ens5,eth0'",
+    "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)   # first node",
+    "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))",
+    "nvidia-smi; python -c 'import torch; print(torch.version.cuda)'",
+    "clush -w n2 -- python3 -m pip install torch==2.3.0",
+    "key=$(mktemp) && ssh-keyscan -t ed25519 node3 > \"$key\"\nssh-keygen -lf \"$key\"",
+    "ssh node2 nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.3 } accept",
+    "# on node2:\nnft insert rule inet filter input tcp dport 29500 accept",
+    "mkdir -p /etc/x.d && printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/x.d/memlock.conf",
+    "echo '* soft memlock unlimited\n* hard memlock unlimited' >> /etc/security/limits.conf",
+    "export LD_LIBRARY_PATH=/usr/lib:/opt/lib",
+    "#SBATCH --gres=gpu:4   # ask Slurm for the GPUs\nunset CUDA_VISIBLE_DEVICES",
+    "timeout 5 bash -c '</dev/tcp/10.0.0.1/29500' && echo reachable",
+    "mkdir -p /opt/site && echo x > /opt/site/env && export SITE_ENV=/opt/site/env",
+])
+def test_accepts(fix):
+    assert lint(fix, exists("/usr/lib", "/opt/lib", "/etc/security/limits.conf")) == []
+
+
+def test_paths_are_only_checked_when_asked():
+    assert lint("export SLURM_CONF=/nonexistent/slurm.conf") == []
+    assert lint_all(["unset X", "run it", "run it"]) == {"run it": [
+        "'run it': 'run' is not a command; a fix is shell or a # comment"]}
+
+
+def test_firewall_fix_goes_on_the_node_that_drops_and_is_inserted():
+    hosts = {0: "nodea", 1: "nodeb", 2: "nodec"}
+    addresses = {0: "10.0.0.1", 1: "10.0.0.2", 2: "10.0.0.3"}
+    fix = firewall_fix([(0, 1, "timeout"), (2, 1, "timeout"), (1, 0, "refused")], hosts, addresses)
+    assert fix.splitlines() == ["ssh nodea nft insert rule inet filter input ip saddr 10.0.0.2 accept",
+                                "ssh nodeb nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.3 } accept"]
+    assert lint(fix) == []

@@ -114,9 +114,10 @@ class Host:
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
 
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-            input: str | None = None) -> CommandResult:
+            input: str | bytes | None = None) -> CommandResult:
         """Run argv (never through a shell) and wait at most `timeout` seconds. The command
-        runs in its own process group so that a hung child and its children are all killed."""
+        runs in its own process group so that a hung child and its children are all killed.
+        `input` (text, or bytes passed as they are) is written to its stdin."""
         argv = tuple(str(a) for a in argv)
         run_env = dict(self.env)
         run_env["LC_ALL"] = "C"  # parsers expect the C locale's wording
@@ -138,8 +139,17 @@ class Host:
             return CommandResult(argv, 126, error="permission denied")
         except OSError as exc:
             return CommandResult(argv, 126, error=exc.strerror or str(exc))
+        data = input.encode() if isinstance(input, str) else input
+        writer = None
+        if data is not None and len(data) > 65536:
+            # communicate() feeds stdin 512 bytes per poll round; a block of megabytes (`log`
+            # piping a log block into grep) goes faster written whole from a thread.
+            writer = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
+            proc.stdin = None
+            data = None
+            writer.start()
         try:
-            out, err = proc.communicate(input.encode() if input is not None else None, timeout=timeout)
+            out, err = proc.communicate(data, timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
             self._kill_group(proc)
@@ -148,6 +158,8 @@ class Host:
             except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
                 out, err = b"", b""
             timed_out = True
+        if writer is not None:
+            writer.join(timeout=2)
         duration = time.monotonic() - start
         return CommandResult(
             argv, None if timed_out else proc.returncode,
@@ -232,6 +244,15 @@ class Host:
         return os.getuid()
 
     # --- names and sockets ----------------------------------------------------------------
+
+    def write_stdout_once(self, data: bytes) -> None:
+        """data to fd 1 in one write(2) where the pipe takes it whole: a launcher that forwards
+        several tasks' output then never splits one task's line with another's."""
+        sys.stdout.flush()
+        view = memoryview(data)
+        while view:
+            written = os.write(1, view)
+            view = view[written:]
 
     def hostname(self) -> str:
         return socket.gethostname()
@@ -502,4 +523,16 @@ def _nvml_query() -> dict[str, Any]:
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
+            pass
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the command exited or was killed at its deadline: nothing more to say
+    finally:
+        try:
+            pipe.close()
+        except (BrokenPipeError, OSError):
             pass

@@ -4,6 +4,7 @@ software. `distdoctor inventory --snapshot` writes such a table from a known-goo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from distdoctor import compare, inventory
@@ -24,6 +25,11 @@ FIXES: dict[str, str] = {
     "torch.version": "pip install 'torch{pip_spec}'   # on {node}, in the job's environment",
     "kernel": "# on {node}: boot kernel {reference} (the same as the other nodes)",
 }
+
+
+def _bare(wanted: Any) -> str:
+    """The value of an expectation without its operator: '>= 1073741824' -> '1073741824'."""
+    return re.sub(r"^\s*(>=|<=|==|!=|>|<)\s*", "", str(wanted))
 
 
 def _pip_spec(wanted: Any) -> str:
@@ -65,7 +71,7 @@ def expectations(ctx: Context):
         finding = compare.to_finding(diff, noun="node")
         value = facts.get(key, compare.ABSENT)
         template = FIXES.get(key)
-        fix = template.format(node=node, reference=compare.show(diff.reference),
+        fix = template.format(node=node, reference=_bare(diff.reference),
                               pip_spec=_pip_spec(diff.reference)) if template else finding.fix
         absent = key not in facts
         why = (f"this node's inventory has no {key}" + (" (its collection did not finish: "

@@ -72,6 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
+    health = sub.add_parser(
+        "health", help="run the checks as Slurm's HealthCheckProgram/Prolog/Epilog: drain this node on failure",
+        epilog="On failure: scontrol update nodename=<node> state=drain reason=\"distdoctor: <check>: <what>\". "
+               "On success: resume the node only if distdoctor drained it. See docs/health.md.")
+    health.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--fail-on", choices=("warn", "fail"), default=None,
+                        help="lowest status that drains the node (default: fail, or run.fail_on)")
+    health.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="extra config file (TOML), [expect] table included")
+    health.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+    health.add_argument("--timeout", type=float, default=None,
+                        help="bound for the whole command, seconds (default 50: slurmd allows 60)")
+    health.add_argument("--jobs", type=int, default=None, help="checks run in parallel (default 8)")
+    health.add_argument("--node", default=None, help="Slurm's name for this node (default: SLURMD_NODENAME, "
+                                                    "else the short hostname)")
+    health.add_argument("--dry-run", action="store_true", help="print the scontrol command instead of running it")
+
     inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
     inv.add_argument("--format", choices=("text", "json"), default="text")
     inv.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
@@ -500,6 +518,65 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    from distdoctor import health
+    from distdoctor.api import Context
+    from distdoctor.engine import run_checks
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+
+    started = time.monotonic()
+    host = Host()
+    config = load_config(args.config, host)
+    registry = registry_mod.load(args.checks_dir, host.env)
+    try:
+        config.validate_against(registry.checks)
+    except config_mod.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
+    if args.only and not chosen:
+        raise UsageError(f"--only {','.join(_split(args.only))} matches no check (see `distdoctor list`)")
+    bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT
+    if bound <= health.SCONTROL_RESERVE + 1:
+        raise UsageError(f"--timeout must be more than {health.SCONTROL_RESERVE + 1:g} s: the checks need time, "
+                         f"and scontrol gets {health.SCONTROL_RESERVE:g} s")
+    jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    budget = bound - health.SCONTROL_RESERVE - (time.monotonic() - started)
+    facts = Facts(host, config, options={"hosts": [], "ports": [], "probe_torch": False,
+                                         "inventory_timeout": max(1.0, min(20.0, budget - 2))})
+    runs = run_checks(chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
+                      timeout_for=lambda info: min(config.timeout_for(info.id, info.timeout), budget),
+                      jobs=jobs, total_timeout=budget)
+    fail_on = args.fail_on or config.run.get("fail_on", "fail")
+    bad = health.failing(runs, fail_on)
+    node = args.node or health.node_name(host)
+    out = sys.stdout
+    for run in bad:
+        finding = next((f for f in run.findings if f.status.severity >= run.status.severity), None)
+        out.write(f"{run.status.value.upper()} {run.id}: {finding.summary if finding else run.status.value}\n")
+        if finding is not None and finding.fix:
+            out.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))
+    state, problem = health.node_state(host, node)
+    if problem:
+        out.write(f"distdoctor health: cannot read the state of node {node}: {problem}\n")
+    action = health.decide(node, state, bad)
+    if args.dry_run:
+        out.write(f"{action.why}\n")
+        if action.argv:
+            out.write(f"would run: {action.shell()}\n")
+    else:
+        error = health.apply(host, action)
+        out.write(f"{action.why}\n")
+        if error:
+            out.write(f"distdoctor health: {error}\n")
+            return EXIT_ERROR
+    out.write(f"distdoctor health: {len(runs)} checks on {node} in {time.monotonic() - started:.1f} s, "
+              f"{len(bad)} at or above {fail_on}\n")
+    return exit_code(runs, fail_on)
+
+
 def cmd_inventory(args: argparse.Namespace) -> int:
     from distdoctor import inventory as inventory_mod
     from distdoctor.facts import Facts
@@ -531,6 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cmd_list(args)
         elif args.command == "explain":
             code = cmd_explain(args)
+        elif args.command == "health":
+            code = cmd_health(args)
         elif args.command == "inventory":
             code = cmd_inventory(args)
         elif args.command == "compare":

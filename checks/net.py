@@ -335,7 +335,8 @@ def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
 
 def _spans_nodes(ctx: Context) -> bool:
     env = ctx.env
-    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "NNODES", "PET_NNODES"):
+    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "NNODES", "PET_NNODES",
+                 "OMPI_MCA_orte_num_nodes"):
         value = env.get(name, "").strip()
         if value.isdigit() and int(value) > 1:
             return True

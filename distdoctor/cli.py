@@ -589,12 +589,16 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
     if args.snapshot:
-        sys.stdout.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+        text = inventory_mod.snapshot_toml(inventory, host.hostname())
     elif args.format == "json":
-        sys.stdout.write(json.dumps(inventory, indent=2) + "\n")
+        text = json.dumps(inventory, indent=2) + "\n"
     else:
-        for name, value in inventory.items():
-            sys.stdout.write(f"{name} = {inventory_mod.text_value(value)}\n")
+        text = "".join(f"{name} = {inventory_mod.text_value(value)}\n" for name, value in inventory.items())
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `distdoctor inventory | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 

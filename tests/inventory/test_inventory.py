@@ -93,7 +93,9 @@ def test_gpu_node_inventory_from_captures():
     assert inv["host.machine_id"] and "0123456789abcdef" not in inv["host.machine_id"]
     # NCCL_HOSTID set but empty still replaces the hostname + boot id string in NCCL
     assert inv["nccl.host_hash"] == inventory.nccl_host_hash("gpu-a01", None, "")
-    assert inv["nccl.env.NCCL_DEBUG"] == "WARN" and inv["nccl.env.NCCL_SOCKET_IFNAME"] == "enp1s0f0"
+    assert inv["env.NCCL_DEBUG"] == "WARN" and "nccl.conf.NCCL_DEBUG" not in inv
+    # /etc/nccl.conf's settings, unless the environment overrides them
+    assert inv["nccl.conf.NCCL_SOCKET_IFNAME"] == "enp1s0f0" and inv["nccl.conf.NCCL_IB_HCA"] == "mlx5_0"
     assert inv["env.CUDA_MODULE_LOADING"] == "LAZY"
     # the lab namespace: docker0 bridge, veth, tap without carrier, admin-down enp2s0f1
     assert inv["net.if.docker0.kind"] == "bridge" and inv["net.if.docker0.address"] == "172.17.0.1/16"
@@ -130,8 +132,9 @@ def test_unreadable_files_cost_only_their_facts():
 
 
 def test_secret_looking_nccl_settings_are_redacted():
-    inv = collect(gpu_node({"NCCL_NET_PLUGIN_TOKEN": "hunter2", "NCCL_DEBUG": "INFO"}))
-    assert inv["nccl.env.NCCL_NET_PLUGIN_TOKEN"] == "<redacted>"
+    inv = collect(gpu_node({"NCCL_NET_PLUGIN_TOKEN": "hunter2", "NCCL_DEBUG": "INFO", "RANK": "3"}))
+    assert inv["env.NCCL_NET_PLUGIN_TOKEN"] == "<redacted>" and inv["env.NCCL_DEBUG"] == "INFO"
+    assert "env.RANK" not in inv
     assert "hunter2" not in json.dumps(inv)
 
 
@@ -210,12 +213,13 @@ def test_every_collect_env_field_has_an_inventory_name():
         assert name is None or name in names, label
 
 
-def test_snapshot_leaves_out_identity_and_addresses():
-    inv = collect(gpu_node())
+def test_snapshot_leaves_out_identity_addresses_and_the_environment():
+    inv = collect(gpu_node({"NCCL_DEBUG": "INFO"}))
     chosen = inventory.snapshot_names(inv)
     assert "gpu.count" in chosen and "gpu.driver" in chosen and "limits.memlock" in chosen
-    assert not any(n.startswith(("host.", "net.if.")) or n in ("nccl.host_hash", "gpu.uuids", "cgroup")
+    assert not any(n.startswith(("host.", "net.if.", "env.")) or n in ("nccl.host_hash", "gpu.uuids", "cgroup")
                    for n in chosen)
+    assert "nccl.conf.NCCL_IB_HCA" in chosen  # /etc/nccl.conf is the node's own
     text = inventory.snapshot_toml(inv, "gpu-a01")
     import tomllib
 

@@ -253,3 +253,31 @@ def test_inventory_command_prints_lines_and_json():
     data = json.loads(doc.stdout)
     assert json.loads(lines["host.name"]) == data["host.name"]
     assert set(lines) == set(data)
+
+
+SITE = "/venv/lib/python3.11/site-packages"
+PIP_LIB = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
+
+
+def test_nccl_version_is_what_the_loader_loads_and_every_version_found_is_listed():
+    from tests.buildflags.fake import build_host, nccl_package, nccl_probe
+
+    host = build_host(python=nccl_probe({"/opt/nccl/lib/libnccl.so.2": 21805, PIP_LIB: 22602,
+                                         "libnccl.so.2": (21805, "/opt/nccl/lib/libnccl.so.2")}),
+                      env={"LD_LIBRARY_PATH": "/opt/nccl/lib"},
+                      dirs={"/opt/nccl/lib": ["libnccl.so.2", "libnccl.so.2.18.5"]},
+                      links={"/opt/nccl/lib/libnccl.so.2": "/opt/nccl/lib/libnccl.so.2.18.5"},
+                      distributions={"nvidia-nccl-cu12": nccl_package("nvidia-nccl-cu12", "2.26.2", SITE)})
+    inv = collect(host)
+    assert inv["nccl.version"] == "2.18.5"  # LD_LIBRARY_PATH wins over the pip package for dlopen
+    assert sorted(inv["nccl.versions"]) == ["2.18.5", "2.26.2"]
+    assert inv["pip.nvidia_nccl_cu12"] == "2.26.2"
+
+
+def test_a_single_nccl_needs_no_versions_list():
+    from tests.buildflags.fake import build_host, nccl_package, nccl_probe
+
+    host = build_host(python=nccl_probe({PIP_LIB: 23007, "libnccl.so.2": "cannot load: not found"}),
+                      distributions={"nvidia-nccl-cu13": nccl_package("nvidia-nccl-cu13", "2.30.7", SITE)})
+    inv = collect(host)
+    assert inv["nccl.version"] == "2.30.7" and "nccl.versions" not in inv

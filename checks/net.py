@@ -20,6 +20,11 @@ from distdoctor.nccl_socket import NcclChoice, parse_ifname_list, predict_nccl_i
 # Judging an interface
 
 
+# What a container's own interface can be: a veth (bridge networks) or a tap (rootless Podman's
+# slirp4netns and pasta, which NAT like a bridge).
+_NAT_KINDS = ("veth", "container", "virtual", "tap", "tun")
+
+
 @dataclass(frozen=True)
 class Network:
     """What the judgement of an interface needs: the interfaces, the routes to the other nodes,
@@ -49,10 +54,10 @@ class Network:
         the inside of a NATed container bridge (docker0, podman's cni-podman0, a netns with
         MASQUERADE) unless Kubernetes' CNI routes pod addresses between nodes. A route that
         reaches the peers on the link itself (no gateway) is shared L2: they can answer."""
-        if self.container in ("docker", "podman") and iface.kind in ("veth", "container", "virtual"):
+        if self.container in ("docker", "podman") and iface.kind in _NAT_KINDS:
             return (f"{iface.describe()}: this {self.container} container's end of a bridge network; other "
                     "nodes cannot connect to its address (NAT)")
-        if self.container == "kubernetes" or iface.kind not in ("veth", "container", "virtual"):
+        if self.container == "kubernetes" or iface.kind not in _NAT_KINDS:
             return ""
         through = self.peers_through(iface)
         if not through or not all(p.route.gateway for p in through):

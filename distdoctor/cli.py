@@ -533,7 +533,9 @@ def cmd_health(args: argparse.Namespace) -> int:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageError(str(exc)) from None
-    chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
+    # A node's health is the node's: the reach area (probes of other hosts) runs only when asked for.
+    skip = _split(args.skip) + ([] if args.only else list(health.DEFAULT_SKIP))
+    chosen = [c for c in select(registry.sorted(), _split(args.only), skip) if config.enabled(c.id)]
     if args.only and not chosen:
         raise UsageError(f"--only {','.join(_split(args.only))} matches no check (see `distdoctor list`)")
     bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT

@@ -24,6 +24,9 @@ REASON_PREFIX = "distdoctor:"
 REASON_MAX = 64  # `sinfo -R` prints the reason in a 20-column field by default; 64 reads whole with -o %60E
 DEFAULT_TIMEOUT = 50.0  # slurmd kills a HealthCheckProgram after 60 s
 SCONTROL_TIMEOUT = 4.0
+# Left out unless --only names them: probing other hosts judges the network, not this node, and
+# a health check of one node must not fail because another is down.
+DEFAULT_SKIP = ("reach",)
 SCONTROL_RESERVE = 2 * SCONTROL_TIMEOUT + 1  # what the checks leave for `show node` and `update`
 
 

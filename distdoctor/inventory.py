@@ -122,6 +122,11 @@ FIELDS: tuple[Field, ...] = (
     _f("ib.<hca>.<port>.phys_state", "physical state (LinkUp, Polling, ...)", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.rate", "port rate", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.link_layer", "InfiniBand or Ethernet (RoCE)", "/sys/class/infiniband"),
+    # --- the inventory itself -------------------------------------------------------------
+    _f("inventory.incomplete", "sections still running when the time bound came (a hung tool)", "distdoctor",
+       agree=False),
+    _f("inventory.errors", "sections that failed part-way, with the error (their other facts are kept)",
+       "distdoctor", agree=False),
 )
 
 # Packages reported as pip.<name>: what collect_env lists, and what distributed training adds.
@@ -210,12 +215,16 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
     lock = threading.Lock()
     pending = [name for name, _func in _SECTIONS]
 
+    errors: list[str] = []
+
     def work() -> None:
         for name, func in _SECTIONS:
+            values: dict[str, Any] = {}
             try:
-                values = dict(func(facts, host))
-            except Exception:  # a section that cannot be read is absent, never a traceback
-                values = {}
+                for key, value in func(facts, host):
+                    values[key] = value
+            except Exception as exc:  # what the section had read stays; the rest is absent, named
+                errors.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
             with lock:
                 out.update({k: _json_safe(v) for k, v in values.items()})
                 pending.remove(name)
@@ -227,6 +236,8 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
         result = dict(out)
         if pending:
             result["inventory.incomplete"] = list(pending)
+        if errors:
+            result["inventory.errors"] = list(errors)
     return dict(sorted(result.items()))
 
 
@@ -500,7 +511,7 @@ def snapshot_names(inventory: dict[str, Any]) -> list[str]:
     out = []
     for name, value in inventory.items():
         row = field_for(name)
-        if row is not None and row.snapshot and value is not None and name != "inventory.incomplete":
+        if row is not None and row.snapshot and value is not None:
             out.append(name)
     return out
 

@@ -131,6 +131,16 @@ def test_unreadable_files_cost_only_their_facts():
     assert inv["torch.version"] == "2.5.1+cu124"
 
 
+def test_a_section_that_fails_part_way_keeps_what_it_read_and_says_why():
+    host = gpu_node()
+    host._platform = None  # platform_info() now raises (AttributeError) after os-release was read
+    inv = collect(host)
+    assert inv["os.name"] == "Ubuntu" and "kernel" not in inv
+    [error] = inv["inventory.errors"]
+    assert error.startswith("os: ") and "Error" in error
+    assert inv["torch.version"] == "2.5.1+cu124"  # the other sections ran
+
+
 def test_secret_looking_nccl_settings_are_redacted():
     inv = collect(gpu_node({"NCCL_NET_PLUGIN_TOKEN": "hunter2", "NCCL_DEBUG": "INFO", "RANK": "3"}))
     assert inv["env.NCCL_NET_PLUGIN_TOKEN"] == "<redacted>" and inv["env.NCCL_DEBUG"] == "INFO"

@@ -138,8 +138,9 @@ class Network:
         best = self.suggest()
         if best:
             return f"export NCCL_SOCKET_IFNAME={suggest_ifname([best.name])} GLOO_SOCKET_IFNAME={best.name}"
-        return ("bring up a physical or IPoIB interface with an address (ip link set <if> up; ip addr add ...), "
-                "or run the container with --network=host")
+        on = f" on {node}" if node else ""
+        return (f"# no interface{on} is known to reach the other nodes: bring up a physical or IPoIB interface "
+                "with an address (ip link set IF up), or run the container with --network=host")
 
     def host_networking_fix(self, node: str = "") -> str:
         runtime = self.container if self.container in ("docker", "podman") else "docker"

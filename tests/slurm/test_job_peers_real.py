@@ -82,3 +82,25 @@ def test_each_task_takes_its_peers_from_the_job(cluster, tmp_path):
         assert doc["inventory"]["host.name"] == doc["host"]
         assert doc["inventory"]["net.if.eth0.kind"] == "veth"
     assert hosts == {"node1", "node2"}
+
+
+def test_a_hostname_on_loopback_warns_in_a_two_node_job(cluster, tmp_path):
+    """The Debian default: /etc/hosts maps the node's own name to 127.0.1.1. Each task gets such
+    a file (its own name on loopback, the other node at its address) in a mount namespace of its
+    own; gloo would then advertise loopback to the other node."""
+    for me, other in (("node1", "node2"), ("node2", "node1")):
+        (tmp_path / f"hosts-{me}").write_text(f"127.0.0.1 localhost\n127.0.1.1 {me}\n"
+                                              f"{cluster.address(other)} {other}\n")
+    os.chmod(tmp_path, 0o755)
+    dd = " ".join(distdoctor_argv())
+    proc = cluster.srun(["-N2", "-n2", "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                         f'mount --bind "{tmp_path}/hosts-$(hostname)" /etc/hosts && exec {dd} check --each-task --only '
+                         'net.gloo-socket-interface --format json -o "' + str(tmp_path) + '/g-$SLURM_PROCID.json"'],
+                        timeout=120)
+    for rank in (0, 1):
+        with open(tmp_path / f"g-{rank}.json") as fh:
+            doc = load_report(fh.read())
+        [finding] = doc["checks"][0]["findings"]
+        assert finding["status"] == "warn", (finding, proc.stderr)
+        assert "Gloo will advertise loopback" in finding["summary"]
+        assert finding["fix"] == "export GLOO_SOCKET_IFNAME=eth0"

@@ -389,7 +389,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             inventory = facts.inventory
         except Exception as exc:  # the report must not be lost to it
-            inventory = {"inventory.error": str(exc)}
+            inventory = {"inventory.errors": [f"{type(exc).__name__}: {exc}"[:200]]}
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
     if job.role in ("leader", "gatherer"):

@@ -21,6 +21,11 @@ from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_
 # Judging an interface
 
 
+# What a container's own interface can be: a veth (bridge networks) or a tap (rootless Podman's
+# slirp4netns and pasta, which NAT like a bridge).
+_NAT_KINDS = ("veth", "container", "virtual", "tap", "tun")
+
+
 @dataclass(frozen=True)
 class Network:
     """What the judgement of an interface needs: the interfaces, the routes to the other nodes,
@@ -50,10 +55,10 @@ class Network:
         the inside of a NATed container bridge (docker0, podman's cni-podman0, a netns with
         MASQUERADE) unless Kubernetes' CNI routes pod addresses between nodes. A route that
         reaches the peers on the link itself (no gateway) is shared L2: they can answer."""
-        if self.container in ("docker", "podman") and iface.kind in ("veth", "container", "virtual"):
+        if self.container in ("docker", "podman") and iface.kind in _NAT_KINDS:
             return (f"{iface.describe()}: this {self.container} container's end of a bridge network; other "
                     "nodes cannot connect to its address (NAT)")
-        if self.container == "kubernetes" or iface.kind not in ("veth", "container", "virtual"):
+        if self.container == "kubernetes" or iface.kind not in _NAT_KINDS:
             return ""
         through = self.peers_through(iface)
         if not through or not all(p.route.gateway for p in through):
@@ -134,8 +139,9 @@ class Network:
         best = self.suggest()
         if best:
             return f"export NCCL_SOCKET_IFNAME={shell_word(suggest_ifname([best.name]))} GLOO_SOCKET_IFNAME={best.name}"
-        return ("ip -br addr   # bring up a physical or IPoIB interface with an address, "
-                "or run the container with --network=host")
+        on = f" on {node}" if node else ""
+        return (f"# no interface{on} is known to reach the other nodes: bring up a physical or IPoIB interface "
+                "with an address (ip link set IF up), or run the container with --network=host")
 
     def host_networking_fix(self, node: str = "") -> str:
         runtime = self.container if self.container in ("docker", "podman") else "docker"
@@ -337,7 +343,8 @@ def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
 
 def _spans_nodes(ctx: Context) -> bool:
     env = ctx.env
-    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "NNODES", "PET_NNODES"):
+    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "NNODES", "PET_NNODES",
+                 "OMPI_MCA_orte_num_nodes"):
         value = env.get(name, "").strip()
         if value.isdigit() and int(value) > 1:
             return True

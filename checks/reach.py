@@ -58,13 +58,22 @@ def _input_fix(problem: str) -> dict[str, str]:
                    "# -H node01:4,node02:4   --hosts 'node[01-04]'   --ports 29500,29600-29603"}
 
 
+def _in_srun_step(ctx: Context) -> bool:
+    """Started by srun: a task of a normal step, whatever runs inside it (torchrun under srun,
+    and the ranks of mpirun under Slurm, whose daemons srun starts)."""
+    try:
+        return ctx.facts.slurm_env.in_step
+    except Exception:  # an unreadable Slurm environment: probe, as outside Slurm
+        return False
+
+
 def _ssh_wanted(ctx: Context, origin: str) -> tuple[bool, bool]:
     """`ssh = "auto"` (the default) probes ssh except for the nodes of the Slurm job this task
     was started in by srun: srun (and mpirun under Slurm, through srun) launches without ssh,
     so a cluster without sshd on its compute nodes is healthy."""
     value = ctx.params.get("ssh", "auto")
     if isinstance(value, str) and value.strip().lower() == "auto":
-        wanted = not (origin.startswith("Slurm") and ctx.run_context.kind == "slurm-step")
+        wanted = not (origin.startswith("Slurm") and _in_srun_step(ctx))
         return wanted, wanted  # (ssh login probe, tcp/ssh port probe)
     if not isinstance(value, bool):
         raise ValueError(f"ssh must be true, false or \"auto\", not {value!r}")

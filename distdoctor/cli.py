@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import io
 import json
 import os
 import signal
@@ -92,6 +93,25 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="describe one check")
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+
+    health = sub.add_parser(
+        "health", help="run the checks as Slurm's HealthCheckProgram/Prolog/Epilog: drain this node on failure",
+        epilog="On failure: scontrol update nodename=<node> state=drain reason=\"distdoctor: <check>: <what>\". "
+               "On success: resume the node only if distdoctor drained it. See docs/health.md.")
+    health.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--fail-on", choices=("warn", "fail"), default=None,
+                        help="lowest status that drains the node (default: fail, or run.fail_on)")
+    health.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="extra config file (TOML), [expect] table included")
+    health.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+    health.add_argument("--timeout", type=limits.arg_seconds, default=None,
+                        help="bound for the whole command, seconds (default 50: slurmd allows 60)")
+    health.add_argument("--jobs", type=limits.arg_count(limits.MAX_JOBS), default=None, help="checks run in parallel (default 8)")
+    health.add_argument("--node", default=None, help="Slurm's name for this node (default: SLURMD_NODENAME, "
+                                                    "else the short hostname)")
+    health.add_argument("-o", "--output", metavar="FILE", help="write the verdict here (atomically) instead of stdout")
+    health.add_argument("--dry-run", action="store_true", help="print the scontrol command instead of running it")
 
     inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
     inv.add_argument("--format", choices=("text", "json"), default="text")
@@ -439,9 +459,14 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     if args.format in ("json", "jsonl") or job.role in ("leader", "gatherer"):
         from distdoctor import inventory as inventory_mod
 
-        # Inside the run's bound: what is not known when the time is up is left out.
+        # Inside the run's bound: what is not known when the time is up is left out. A check
+        # (node.expectations) may have collected it already.
         left = max(1.0, total_timeout - (time.monotonic() - started))
-        inventory = inventory_mod.collect(facts, host, timeout=min(inventory_mod.COLLECT_TIMEOUT, left))
+        facts.options.setdefault("inventory_timeout", min(inventory_mod.COLLECT_TIMEOUT, left))
+        try:
+            inventory = facts.inventory
+        except Exception as exc:  # the report must not be lost to it
+            inventory = {"inventory.errors": [f"{type(exc).__name__}: {exc}"[:200]]}
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
     if job.role in ("leader", "gatherer"):
@@ -583,6 +608,69 @@ def cmd_explain(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     return EXIT_OK
 
 
+def cmd_health(args: argparse.Namespace, out: output.ReservedStdout) -> int:
+    from distdoctor import health
+    from distdoctor.api import Context
+    from distdoctor.engine import run_checks
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+
+    started = time.monotonic()
+    host = Host()
+    config = load_config(args.config, host)
+    bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT
+    registry = registry_mod.load(args.checks_dir, host.env, budget=bound / 2, run_bound=bound)
+    try:
+        config.validate_against(registry.checks)
+    except config_mod.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    # A node's health is the node's: the reach area (probes of other hosts) runs only when asked for.
+    skip = _split(args.skip) + ([] if args.only else list(health.DEFAULT_SKIP))
+    _validate_selection(registry.sorted(), args)
+    chosen = [c for c in select(registry.sorted(), _split(args.only), skip) if config.enabled(c.id)]
+    if bound <= health.SCONTROL_RESERVE + 1:
+        raise UsageError(f"--timeout must be more than {health.SCONTROL_RESERVE + 1:g} s: the checks need time, "
+                         f"and scontrol gets {health.SCONTROL_RESERVE:g} s")
+    jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
+    budget = bound - health.SCONTROL_RESERVE - (time.monotonic() - started)
+    facts = Facts(host, config, options={"hosts": [], "ports": [], "probe_torch": False,
+                                         "inventory_timeout": max(1.0, min(20.0, budget - 2))})
+    runs = run_checks(chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
+                      timeout_for=lambda info: min(config.timeout_for(info.id, info.timeout), budget),
+                      jobs=jobs, total_timeout=budget)
+    fail_on = args.fail_on or config.run.get("fail_on", "fail")
+    bad = health.failing(runs, fail_on)
+    node = args.node or health.node_name(host)
+    stream = io.StringIO()
+    for run in bad:
+        finding = next((f for f in run.findings if f.status.severity >= run.status.severity), None)
+        stream.write(f"{run.status.value.upper()} {run.id}: {finding.summary if finding else run.status.value}\n")
+        if finding is not None and finding.fix:
+            stream.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))
+    state, problem = health.node_state(host, node)
+    if problem:
+        stream.write(f"distdoctor health: cannot read the state of node {node}: {problem}\n")
+    action = health.decide(node, state, bad)
+    error = ""
+    if args.dry_run:
+        stream.write(f"{action.why}\n")
+        if action.argv:
+            stream.write(f"would run: {action.shell()}\n")
+    else:
+        error = health.apply(host, action)
+        stream.write(f"{action.why}\n")
+        if error:
+            stream.write(f"distdoctor health: {error}\n")
+    stream.write(f"distdoctor health: {plural(len(runs), 'check')} on {node} in {time.monotonic() - started:.1f} s, "
+                 f"{len(bad)} at or above {fail_on}\n")
+    try:
+        write_output(stream.getvalue(), args.output, out.fd)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
+    return EXIT_ERROR if error else exit_code(runs, fail_on)
+
+
 def cmd_inventory(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor import inventory as inventory_mod
     from distdoctor.facts import Facts
@@ -711,4 +799,4 @@ def _finish(code: int, out: output.ReservedStdout | None) -> int:
 
 
 COMMANDS = {"check": cmd_check, "list": cmd_list, "explain": cmd_explain, "inventory": cmd_inventory,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "health": cmd_health}

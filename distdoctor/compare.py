@@ -183,6 +183,12 @@ def matches_expectation(value: Any, wanted: Any) -> bool:
         m = _OP.match(wanted)
         if m:
             op, target = m.groups()
+            va, vb = _version(value), _version(target)
+            if va is not None and vb is not None and max(len(va), len(vb)) > 1:
+                # "2.21.5 >= 2.18", "12.4 < 12.10": dotted versions compare part by part, not as floats
+                width = max(len(va), len(vb))
+                a, b = va + (0,) * (width - len(va)), vb + (0,) * (width - len(vb))
+                return {">=": a >= b, "<=": a <= b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b}[op]
             a, b = _number(value), _number(target)
             if a is None or b is None:
                 a, b = _version(value), _version(target)
@@ -199,12 +205,14 @@ def matches_expectation(value: Any, wanted: Any) -> bool:
     return _norm(value) == _norm(wanted)
 
 
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+)")
+_VERSION = re.compile(r"^\s*v?(\d+(?:\.\d+)*)(?:[+~-][\w.+~-]*)?\s*$")
 
 
 def _version(value: Any) -> tuple[int, ...] | None:
-    """'2.21.5', '2.21.5+cuda12.4', '550.127.05' as comparable tuples: '>= 2.18' on versions."""
-    m = _VERSION.match(str(value).strip()) if value is not None else None
+    """'2.21.5' -> (2, 21, 5); '2.5.1+cu124' -> (2, 5, 1); None for what is not a dotted version."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        return None
+    m = _VERSION.match(value)
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 

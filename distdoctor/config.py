@@ -12,6 +12,11 @@
     timeout = 20            # this check's deadline
     enabled = true
 
+    [expect]                # inventory facts this node must match (docs/inventory.md), NHC-style
+    "gpu.count" = 8
+    "nccl.version" = ">= 2.18"
+    "limits.memlock" = "unlimited"
+
 Syntax errors and values of the wrong type are fatal (ConfigError, the usage exit code);
 unknown keys are collected as problems and reported as findings.
 """
@@ -49,6 +54,10 @@ class Config:
     check_sources: dict[str, str] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # [expect]: inventory fact name -> wanted value or comparison (">= 2.18"); checked by
+    # node.expectations and `distdoctor health`
+    expect: dict[str, Any] = field(default_factory=dict)
+    expect_sources: dict[str, str] = field(default_factory=dict)
 
     def params_for(self, check_id: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
         params = dict(defaults)
@@ -220,6 +229,16 @@ def load_file(config: Config, path: str, text: str) -> None:
                     _check_range(path, text, f"checks.\"{check_id}\".", key, value)
                 config.checks.setdefault(check_id, {}).update(values)
                 config.check_sources[check_id] = path
+        elif section == "expect":
+            if not isinstance(body, dict):
+                raise ConfigError(f"{path}:{_line_of(text, 'expect') or '?'}: 'expect' must be a table")
+            for key, value in body.items():
+                if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list))
+                                                                                for v in value)):
+                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: expect.\"{key}\" must be a value "
+                                      f"or a comparison such as \">= 2.18\", not {value!r}")
+                config.expect[key] = value
+                config.expect_sources[key] = f"{path}:{_line_of(text, key) or '?'}"
         else:
             line = _line_of(text, section) or next(
                 (n for n, l in enumerate(text.splitlines(), 1) if l.strip().startswith(f"[{section}")), None)

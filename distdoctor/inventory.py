@@ -30,11 +30,14 @@ class Field:
     name: str  # may hold a <placeholder>: net.if.<name>.mtu
     meaning: str
     source: str
-    agree: bool  # should be the same on every node of a cluster (what --snapshot writes)
+    agree: bool  # should be the same on every node of a job or cluster
+    # written by --snapshot: a property of the node itself. The environment is the job's, not the
+    # node's: slurmd runs a health check with almost none, so pinning it would fail every node.
+    snapshot: bool = True
 
 
-def _f(name: str, meaning: str, source: str, agree: bool = True) -> Field:
-    return Field(name, meaning, source, agree)
+def _f(name: str, meaning: str, source: str, agree: bool = True, snapshot: bool | None = None) -> Field:
+    return Field(name, meaning, source, agree, agree if snapshot is None else snapshot)
 
 
 FIELDS: tuple[Field, ...] = (
@@ -73,8 +76,11 @@ FIELDS: tuple[Field, ...] = (
     _f("nccl.host_hash", "the host hash NCCL computes: DJB2a of hostname + boot id, or of "
        "NCCL_HOSTID; two nodes with the same hash are treated by NCCL as one", "NCCL's getHostHash, recomputed",
        agree=False),
-    _f("nccl.env.<NAME>", "an NCCL_* setting in effect (environment over ~/.nccl.conf over /etc/nccl.conf; "
-       "secret-looking names redacted)", "environment and NCCL config files"),
+    _f("env.<NAME>", "an environment variable that steers distributed training: NCCL_*, TORCH_NCCL_*, "
+       "GLOO_SOCKET_IFNAME, TORCH_DISTRIBUTED_DEBUG, CUDA_DEVICE_ORDER, OMPI_MCA_btl_tcp_if_*, UCX_NET_DEVICES "
+       "(secret-looking names redacted)", "environment", snapshot=False),
+    _f("nccl.conf.<NAME>", "an NCCL setting from ~/.nccl.conf ($NCCL_CONF_FILE) or /etc/nccl.conf that the "
+       "environment does not override", "NCCL config files"),
     # --- frameworks and launchers ---------------------------------------------------------
     _f("torch.version", "torch version", "torch/version.py (torch is not imported)"),
     _f("torch.cuda", "CUDA torch was built with (collect_env's 'CUDA used to build PyTorch')", "torch/version.py"),
@@ -84,7 +90,6 @@ FIELDS: tuple[Field, ...] = (
     _f("torch.git_version", "commit torch was built from", "torch/version.py"),
     _f("cuda.available", "torch would find a GPU: a CUDA build of torch, an NVIDIA driver and at least one GPU "
        "(collect_env's 'Is CUDA available', predicted without importing torch)", "torch/version.py, NVML"),
-    _f("env.CUDA_MODULE_LOADING", "CUDA's lazy loading setting, when set", "environment"),
     _f("rocm.version", "ROCm installation (collect_env's 'HIP runtime version')", "/opt/rocm/.info/version"),
     _f("miopen", "MIOpen version", "/opt/rocm/include/miopen/version.h"),
     _f("mpi.impl", "MPI implementation of mpirun/mpiexec (Open MPI, MPICH, ...)", "mpirun --version"),
@@ -117,6 +122,11 @@ FIELDS: tuple[Field, ...] = (
     _f("ib.<hca>.<port>.phys_state", "physical state (LinkUp, Polling, ...)", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.rate", "port rate", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.link_layer", "InfiniBand or Ethernet (RoCE)", "/sys/class/infiniband"),
+    # --- the inventory itself -------------------------------------------------------------
+    _f("inventory.incomplete", "sections still running when the time bound came (a hung tool)", "distdoctor",
+       agree=False),
+    _f("inventory.errors", "sections that failed part-way, with the error (their other facts are kept)",
+       "distdoctor", agree=False),
 )
 
 # Packages reported as pip.<name>: what collect_env lists, and what distributed training adds.
@@ -124,6 +134,12 @@ RELEVANT_PACKAGES = re.compile(
     r"^(torch|torchvision|torchaudio|numpy|triton|pytorch_triton.*|mypy|flake8|onnx.*|optree|nvidia_.*|"
     r"mpi4py|horovod|deepspeed|accelerate|lightning|pytorch_lightning|transformers|jax|jaxlib|"
     r"cupy.*|apex|flash_attn|xformers|ray|megatron.*|distdoctor)$")
+
+# Environment variables reported as env.<NAME>: what changes how NCCL, Gloo, torch.distributed
+# and Open MPI connect. Per-rank values (RANK, CUDA_VISIBLE_DEVICES) are left out: they differ by design.
+RELEVANT_ENV = re.compile(r"^(NCCL_\w+|TORCH_NCCL_\w+|GLOO_SOCKET_IFNAME|TORCH_DISTRIBUTED_DEBUG|CUDA_DEVICE_ORDER|"
+                          r"CUDA_MODULE_LOADING|OMPI_MCA_(btl|oob)_tcp_if_(include|exclude)|UCX_NET_DEVICES)$")
+MAX_SETTINGS = 64
 
 # Interfaces and ports beyond these counts are left out: an inventory is not a dump of every
 # veth on a container host.
@@ -164,7 +180,7 @@ COLLECT_ENV: dict[str, str | None] = {
     "Python platform": "python.platform",
     "Is CUDA available": "cuda.available",
     "CUDA runtime version": "cuda.toolkit",  # collect_env asks nvcc, as cuda.toolkit does
-    "CUDA_MODULE_LOADING set to": "env.CUDA_MODULE_LOADING",
+    "CUDA_MODULE_LOADING set to": "env.<NAME>",  # env.CUDA_MODULE_LOADING
     "GPU models and configuration": "gpu.model",
     "Nvidia driver version": "gpu.driver",
     "cuDNN version": "cudnn",
@@ -199,12 +215,16 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
     lock = threading.Lock()
     pending = [name for name, _func in _SECTIONS]
 
+    errors: list[str] = []
+
     def work() -> None:
         for name, func in _SECTIONS:
+            values: dict[str, Any] = {}
             try:
-                values = dict(func(facts, host))
-            except Exception:  # a section that cannot be read is absent, never a traceback
-                values = {}
+                for key, value in func(facts, host):
+                    values[key] = value
+            except Exception as exc:  # what the section had read stays; the rest is absent, named
+                errors.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
             with lock:
                 out.update({k: _json_safe(v) for k, v in values.items()})
                 pending.remove(name)
@@ -216,6 +236,8 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
         result = dict(out)
         if pending:
             result["inventory.incomplete"] = list(pending)
+        if errors:
+            result["inventory.errors"] = list(errors)
     return dict(sorted(result.items()))
 
 
@@ -271,11 +293,21 @@ def _tool_version(host, argv: list[str], pattern: re.Pattern[str] = _TOOL_VERSIO
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+)")
 
 
+_TOOLS = (("gcc", ["gcc", "--version"], _TOOL_VERSION), ("clang", ["clang", "--version"], _TOOL_VERSION),
+          ("cmake", ["cmake", "--version"], _TOOL_VERSION), ("cuda.toolkit", ["nvcc", "--version"], _NVCC_RELEASE))
+
+
 def _tools(facts, host) -> Iterable[tuple[str, Any]]:
-    yield "gcc", _tool_version(host, ["gcc", "--version"])
-    yield "clang", _tool_version(host, ["clang", "--version"])
-    yield "cmake", _tool_version(host, ["cmake", "--version"])
-    yield "cuda.toolkit", _tool_version(host, ["nvcc", "--version"], _NVCC_RELEASE)
+    # All at once: four process starts in a row were most of what the inventory adds to `check`.
+    found: dict[str, str | None] = {}
+    threads = [threading.Thread(target=lambda k=key, a=argv, p=pattern: found.__setitem__(k, _tool_version(host, a, p)),
+                                daemon=True, name=f"inventory-{key}") for key, argv, pattern in _TOOLS]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TOOL_TIMEOUT + 1)
+    for key, _argv, _pattern in _TOOLS:
+        yield key, found.get(key)
 
 
 def _packages(facts, host) -> Iterable[tuple[str, Any]]:
@@ -333,6 +365,13 @@ def _torch(facts, host) -> Iterable[tuple[str, Any]]:
     yield "torch.git_version", torch.git_version
 
 
+def _environment(facts, host) -> Iterable[tuple[str, Any]]:
+    env = host.env
+    names = sorted(n for n in env if RELEVANT_ENV.match(n))[:MAX_SETTINGS]
+    for name in names:
+        yield f"env.{name}", REDACTED if is_secret_name(name) and env[name] else env[name]
+
+
 def _cuda_available(facts, host) -> Iterable[tuple[str, Any]]:
     torch = facts.torch_install
     if not torch.installed:
@@ -348,8 +387,6 @@ _MIOPEN_DEFINE = re.compile(r"#define\s+MIOPEN_VERSION_(MAJOR|MINOR|PATCH)\s+(\d
 
 
 def _rocm(facts, host) -> Iterable[tuple[str, Any]]:
-    if "CUDA_MODULE_LOADING" in host.env:
-        yield "env.CUDA_MODULE_LOADING", host.env["CUDA_MODULE_LOADING"]
     version = (_read(host, "/opt/rocm/.info/version") or "").strip()
     if version:
         yield "rocm.version", version
@@ -360,9 +397,10 @@ def _rocm(facts, host) -> Iterable[tuple[str, Any]]:
 
 def _nccl(facts, host) -> Iterable[tuple[str, Any]]:
     settings = facts.nccl_settings
-    for name in sorted(settings.values):
-        value = settings.values[name].value
-        yield f"nccl.env.{name}", REDACTED if is_secret_name(name) and value else value
+    for name in sorted(settings.values)[:MAX_SETTINGS]:
+        setting = settings.values[name]
+        if setting.source != "environment":  # the environment's are under env.<NAME>
+            yield f"nccl.conf.{name}", REDACTED if is_secret_name(name) and setting.value else setting.value
     libs = facts.nccl_libraries
     versions = list(dict.fromkeys(lib.version for lib in libs.libraries if lib.version))
     default = libs.by_realpath(libs.default_path) if libs.default_path else None
@@ -462,7 +500,8 @@ def _infiniband(facts, host) -> Iterable[tuple[str, Any]]:
 _SECTIONS: tuple[tuple[str, Callable[[Any, Any], Iterable[tuple[str, Any]]]], ...] = (
     ("os", _os), ("identity", _identity), ("cpu", _cpu), ("limits", _limits), ("container", _container),
     ("packages", _packages), ("torch", _torch), ("network", _network), ("infiniband", _infiniband),
-    ("tools", _tools), ("gpus", _gpus), ("cuda", _cuda_available), ("rocm", _rocm), ("nccl", _nccl),
+    ("tools", _tools), ("environment", _environment), ("gpus", _gpus), ("cuda", _cuda_available), ("rocm", _rocm),
+    ("nccl", _nccl),
     ("mpi", _mpi),
 )
 
@@ -472,7 +511,7 @@ def snapshot_names(inventory: dict[str, Any]) -> list[str]:
     out = []
     for name, value in inventory.items():
         row = field_for(name)
-        if row is not None and row.agree and value is not None and name != "inventory.incomplete":
+        if row is not None and row.snapshot and value is not None:
             out.append(name)
     return out
 
@@ -496,14 +535,16 @@ def markdown() -> str:
         "Names are stable: `[expect]` tables in the config file and cross-node comparisons key on them.",
         "`<name>`, `<hca>`, `<port>`, `<package>`, `<NAME>` stand for an interface, HCA, port number,",
         "normalized package name (`nvidia_nccl_cu12`) or setting name. The last column says whether the",
-        "fact should be the same on every node of a cluster: those are what `distdoctor inventory",
-        "--snapshot` writes into an `[expect]` table (see docs/health.md).",
+        "fact should be the same on every node of a job (what cross-node comparisons hold them to); the",
+        "last whether `distdoctor inventory --snapshot` writes it into an `[expect]` table (see",
+        "docs/health.md): the node's own properties, not the environment of the shell it runs in.",
         "",
-        "| Name | Meaning | Source | Same on every node |",
-        "|---|---|---|---|",
+        "| Name | Meaning | Source | Same on every node | In --snapshot |",
+        "|---|---|---|---|---|",
     ]
     for row in FIELDS:
-        lines.append(f"| `{row.name}` | {row.meaning} | {row.source} | {'yes' if row.agree else 'no'} |")
+        lines.append(f"| `{row.name}` | {row.meaning} | {row.source} | {'yes' if row.agree else 'no'} | "
+                     f"{'yes' if row.snapshot else 'no'} |")
     lines += ["", "## From `torch.utils.collect_env`", "", "| collect_env prints | inventory name |", "|---|---|"]
     for label, name in COLLECT_ENV.items():
         lines.append(f"| {label} | {f'`{name}`' if name else 'not reported: only the loaded torch knows'} |")

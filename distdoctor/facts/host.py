@@ -52,3 +52,12 @@ def memlock(facts) -> Limit:
 def infiniband_devices(facts) -> list[str]:
     """HCA names under /sys/class/infiniband (mlx5_0, ...); empty without RDMA hardware."""
     return facts.host.list_dir("/sys/class/infiniband") or []
+
+
+@fact
+def inventory(facts) -> dict:
+    """This node's inventory of named facts (distdoctor.inventory), bounded by its own timeout."""
+    from distdoctor import inventory as inventory_mod
+
+    return inventory_mod.collect(facts, facts.host,
+                                 timeout=float(facts.options.get("inventory_timeout") or inventory_mod.COLLECT_TIMEOUT))

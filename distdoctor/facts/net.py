@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 
 from distdoctor import hostlist
@@ -275,33 +277,56 @@ def peers(facts) -> list[Peer]:
         wanted.extend((name, "--hosts") for name in names[:MAX_PEERS])
     job = job_peer_names(facts)
     own = own_names(facts)
-    out: list[Peer] = []
-    seen = set()
+    candidates: list[tuple[str, str, bool]] = []
     for name, source in wanted + job:
-        if name in seen or name in own or len(out) >= MAX_PEERS:
+        # one spare: a job node can turn out to be this node under another name (by address)
+        if name in own or any(c[0] == name for c in candidates) or len(candidates) > MAX_PEERS:
             continue
-        seen.add(name)
-        from_job = (name, source) in job
-        address = name.strip("[]").split("%", 1)[0]  # MASTER_ADDR=[fd00::1] is common for IPv6
-        if not _is_ip(address):
-            resolved = host.resolve(name, timeout=1.0)
-            if not resolved.addresses:
-                out.append(Peer(name, source, error=f"does not resolve: {resolved.error}"))
-                continue
-            address = resolved.addresses[0]
-        if from_job and address in _local_addresses(facts):
-            continue  # this node under another name (mpirun started here)
-        route, error = route_to(host, address)
-        if route is not None and route.kind == "local":
-            if from_job:
-                continue
-            # This node is the peer (the master itself): the kernel answers "dev lo"; the
-            # interface that matters is the one holding the address.
-            owner = next((i.name for i in facts.interfaces.interfaces
-                          if any(a.address.split("%")[0] == address for a in i.addresses)), route.dev)
-            route = dataclasses.replace(route, dev=owner)
-        out.append(Peer(name, source, address, route, error))
-    return out
+        candidates.append((name, source, (name, source) in job))
+    local = _local_addresses(facts)
+    looked_up: dict[int, Peer | None] = {}
+
+    def look_up(index: int, name: str, source: str, from_job: bool) -> None:
+        looked_up[index] = _peer(facts, name, source, from_job, local)
+
+    # At once: a job's node list can name 8 nodes, and a slow resolver costs its timeout once.
+    threads = [threading.Thread(target=look_up, args=(i, *c), daemon=True, name=f"peer-{c[0]}")
+               for i, c in enumerate(candidates)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 1.0 + IP_TIMEOUT + 1.0
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    out: list[Peer] = []
+    for index, (name, source, _from_job) in enumerate(candidates):
+        if index not in looked_up:
+            out.append(Peer(name, source, error="the route lookup did not finish in time"))
+        elif looked_up[index] is not None:
+            out.append(looked_up[index])
+    return out[:MAX_PEERS]
+
+
+def _peer(facts, name: str, source: str, from_job: bool, local: set[str]) -> Peer | None:
+    """The peer with its address and route; None when it is this node (a job's node list names it)."""
+    host = facts.host
+    address = name.strip("[]").split("%", 1)[0]  # MASTER_ADDR=[fd00::1] is common for IPv6
+    if not _is_ip(address):
+        resolved = host.resolve(name, timeout=1.0)
+        if not resolved.addresses:
+            return Peer(name, source, error=f"does not resolve: {resolved.error}")
+        address = resolved.addresses[0]
+    if from_job and address in local:
+        return None  # this node under another name (mpirun started here)
+    route, error = route_to(host, address)
+    if route is not None and route.kind == "local":
+        if from_job:
+            return None
+        # This node is the peer (the master itself): the kernel answers "dev lo"; the
+        # interface that matters is the one holding the address.
+        owner = next((i.name for i in facts.interfaces.interfaces
+                      if any(a.address.split("%")[0] == address for a in i.addresses)), route.dev)
+        route = dataclasses.replace(route, dev=owner)
+    return Peer(name, source, address, route, error)
 
 
 @dataclass(frozen=True)

@@ -172,3 +172,35 @@ def parse_partitions(text: str) -> list[Partition]:
         items = [g for g in re.split(r",(?![^(]*\))", gres) if g and g != "(null)"]
         rows.append(Partition(name.rstrip("*"), name.endswith("*"), avail, int(nodes), tuple(items)))
     return rows
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # IDLE, IDLE+DRAIN, MIXED+DRAIN, DOWN+NOT_RESPONDING ...
+    reason: str = ""  # without Slurm's " [user@time]" suffix
+
+    @property
+    def flags(self) -> set[str]:
+        return set(self.state.upper().replace("*", "").split("+"))
+
+    @property
+    def drained(self) -> bool:
+        """DRAIN (set on running nodes: DRAINING, then DRAINED) or DRAINED/DRAINING as a base state."""
+        return any(f.startswith("DRAIN") for f in self.flags)
+
+
+_REASON_BY = re.compile(r"\s*\[[^\]\s]+@[^\]\s]+\]\s*$")
+
+
+def parse_node_show(text: str) -> NodeState:
+    """`scontrol show node NAME` (multi-line or --oneliner): name, state and reason. The reason
+    runs to the end of its line (it may hold spaces and '='), minus the ` [user@time]` Slurm adds."""
+    name = re.search(r"(?:^|\s)NodeName=(\S+)", text)
+    state = re.search(r"(?:^|\s)State=(\S+)", text)
+    if not name or not state:
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        raise ParseError("scontrol show node", "no NodeName=/State= fields", 1, first)
+    reason = re.search(r"(?:^|\s)Reason=(.*)$", text, re.M)
+    text_reason = _REASON_BY.sub("", reason.group(1)).strip() if reason else ""
+    return NodeState(name.group(1), state.group(1), "" if text_reason == "(null)" else text_reason)

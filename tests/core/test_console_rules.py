@@ -130,7 +130,7 @@ def test_every_report_command_has_the_same_output_options():
         if name in ("list", "explain"):
             continue  # not reports
         assert "-o" in options and "--output" in options, name
-        if name == "inventory":
-            continue  # named facts, not a report: text or json
+        if name in ("inventory", "health"):
+            continue  # named facts, or a node's verdict for slurmd's log: not a report
         assert {"console", "json", "prometheus"} <= set(options["--format"].choices), name
         assert options["--json"].const == "json", name

@@ -93,7 +93,9 @@ def test_gpu_node_inventory_from_captures():
     assert inv["host.machine_id"] and "0123456789abcdef" not in inv["host.machine_id"]
     # NCCL_HOSTID set but empty still replaces the hostname + boot id string in NCCL
     assert inv["nccl.host_hash"] == inventory.nccl_host_hash("gpu-a01", None, "")
-    assert inv["nccl.env.NCCL_DEBUG"] == "WARN" and inv["nccl.env.NCCL_SOCKET_IFNAME"] == "enp1s0f0"
+    assert inv["env.NCCL_DEBUG"] == "WARN" and "nccl.conf.NCCL_DEBUG" not in inv
+    # /etc/nccl.conf's settings, unless the environment overrides them
+    assert inv["nccl.conf.NCCL_SOCKET_IFNAME"] == "enp1s0f0" and inv["nccl.conf.NCCL_IB_HCA"] == "mlx5_0"
     assert inv["env.CUDA_MODULE_LOADING"] == "LAZY"
     # the lab namespace: docker0 bridge, veth, tap without carrier, admin-down enp2s0f1
     assert inv["net.if.docker0.kind"] == "bridge" and inv["net.if.docker0.address"] == "172.17.0.1/16"
@@ -129,9 +131,20 @@ def test_unreadable_files_cost_only_their_facts():
     assert inv["torch.version"] == "2.5.1+cu124"
 
 
+def test_a_section_that_fails_part_way_keeps_what_it_read_and_says_why():
+    host = gpu_node()
+    host._platform = None  # platform_info() now raises (AttributeError) after os-release was read
+    inv = collect(host)
+    assert inv["os.name"] == "Ubuntu" and "kernel" not in inv
+    [error] = inv["inventory.errors"]
+    assert error.startswith("os: ") and "Error" in error
+    assert inv["torch.version"] == "2.5.1+cu124"  # the other sections ran
+
+
 def test_secret_looking_nccl_settings_are_redacted():
-    inv = collect(gpu_node({"NCCL_NET_PLUGIN_TOKEN": "hunter2", "NCCL_DEBUG": "INFO"}))
-    assert inv["nccl.env.NCCL_NET_PLUGIN_TOKEN"] == "<redacted>"
+    inv = collect(gpu_node({"NCCL_NET_PLUGIN_TOKEN": "hunter2", "NCCL_DEBUG": "INFO", "RANK": "3"}))
+    assert inv["env.NCCL_NET_PLUGIN_TOKEN"] == "<redacted>" and inv["env.NCCL_DEBUG"] == "INFO"
+    assert "env.RANK" not in inv
     assert "hunter2" not in json.dumps(inv)
 
 
@@ -210,12 +223,13 @@ def test_every_collect_env_field_has_an_inventory_name():
         assert name is None or name in names, label
 
 
-def test_snapshot_leaves_out_identity_and_addresses():
-    inv = collect(gpu_node())
+def test_snapshot_leaves_out_identity_addresses_and_the_environment():
+    inv = collect(gpu_node({"NCCL_DEBUG": "INFO"}))
     chosen = inventory.snapshot_names(inv)
     assert "gpu.count" in chosen and "gpu.driver" in chosen and "limits.memlock" in chosen
-    assert not any(n.startswith(("host.", "net.if.")) or n in ("nccl.host_hash", "gpu.uuids", "cgroup")
+    assert not any(n.startswith(("host.", "net.if.", "env.")) or n in ("nccl.host_hash", "gpu.uuids", "cgroup")
                    for n in chosen)
+    assert "nccl.conf.NCCL_IB_HCA" in chosen  # /etc/nccl.conf is the node's own
     text = inventory.snapshot_toml(inv, "gpu-a01")
     import tomllib
 
@@ -249,3 +263,31 @@ def test_inventory_command_prints_lines_and_json():
     data = json.loads(doc.stdout)
     assert json.loads(lines["host.name"]) == data["host.name"]
     assert set(lines) == set(data)
+
+
+SITE = "/venv/lib/python3.11/site-packages"
+PIP_LIB = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
+
+
+def test_nccl_version_is_what_the_loader_loads_and_every_version_found_is_listed():
+    from tests.buildflags.fake import build_host, nccl_package, nccl_probe
+
+    host = build_host(python=nccl_probe({"/opt/nccl/lib/libnccl.so.2": 21805, PIP_LIB: 22602,
+                                         "libnccl.so.2": (21805, "/opt/nccl/lib/libnccl.so.2")}),
+                      env={"LD_LIBRARY_PATH": "/opt/nccl/lib"},
+                      dirs={"/opt/nccl/lib": ["libnccl.so.2", "libnccl.so.2.18.5"]},
+                      links={"/opt/nccl/lib/libnccl.so.2": "/opt/nccl/lib/libnccl.so.2.18.5"},
+                      distributions={"nvidia-nccl-cu12": nccl_package("nvidia-nccl-cu12", "2.26.2", SITE)})
+    inv = collect(host)
+    assert inv["nccl.version"] == "2.18.5"  # LD_LIBRARY_PATH wins over the pip package for dlopen
+    assert sorted(inv["nccl.versions"]) == ["2.18.5", "2.26.2"]
+    assert inv["pip.nvidia_nccl_cu12"] == "2.26.2"
+
+
+def test_a_single_nccl_needs_no_versions_list():
+    from tests.buildflags.fake import build_host, nccl_package, nccl_probe
+
+    host = build_host(python=nccl_probe({PIP_LIB: 23007, "libnccl.so.2": "cannot load: not found"}),
+                      distributions={"nvidia-nccl-cu13": nccl_package("nvidia-nccl-cu13", "2.30.7", SITE)})
+    inv = collect(host)
+    assert inv["nccl.version"] == "2.30.7" and "nccl.versions" not in inv

@@ -112,3 +112,26 @@ def test_reach_hosts_does_not_probe_ssh_for_the_nodes_of_an_srun_step():
     assert max(f.status.severity for f in forced) == Status.WARN.severity
     bad = run_check(reach.hosts, host, params={"ssh": "sometimes"})
     assert bad[0].status is Status.FAIL and "ssh must be true, false or \"auto\"" in bad[0].summary
+
+
+def test_torchrun_under_srun_is_still_an_srun_step_for_ssh():
+    env = {**SLURM_STEP, "TORCHELASTIC_RUN_ID": "7", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "LOCAL_RANK": "0"}
+    host = node(env, {}, resolve={"gpu02": ["10.10.0.9"]})
+    findings = run_check(reach.hosts, host)
+    assert [f.status for f in findings] == [Status.OK] and "ssh not probed" in findings[0].summary
+
+
+def test_a_rootless_podman_tap_behind_a_gateway_is_natted():
+    # slirp4netns: tap0 10.0.2.100/24, everything via 10.0.2.2; here the lab's tap0 gets that address
+    from tests.net.labhost import _report
+
+    stats = {name: {**data["psutil_stats"], "duplex": int(data["psutil_stats"]["duplex"])}
+             for name, data in _report()["ifaces"].items()}
+    stats["tap0"] = {**stats["tap0"], "isup": True, "flags": "up,broadcast,running,multicast"}
+    host = node({"MASTER_ADDR": "10.10.0.9", "NCCL_SOCKET_IFNAME": "=tap0"},
+                {"10.10.0.9": route_json("tap0", "10.10.0.9", "10.0.2.100", gateway="10.0.2.2")},
+                if_stats=stats, files={"/sys/class/net/tap0/carrier": "1\n", "/sys/class/net/tap0/operstate": "up\n"})
+    host.if_addrs["tap0"] = [{"family": "inet", "address": "10.0.2.100", "netmask": "255.255.255.0"}]
+    f = main_finding(run_check(net.nccl_socket_interface, host))
+    assert f.status is Status.WARN and "gateway 10.0.2.2" in f.summary, f
+    assert f.fix.startswith("docker run --network=host")

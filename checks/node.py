@@ -1,0 +1,91 @@
+"""The node against the site's expectations: the `[expect]` table of the config file, keyed by
+inventory fact names (docs/inventory.md), as LBNL NHC's config pins a node's hardware and
+software. `distdoctor inventory --snapshot` writes such a table from a known-good node."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from distdoctor import compare, inventory
+from distdoctor.api import Context, check, fail, ok, skip, warn
+
+# Fixes for facts whose remedy is known; {node} is this node. Other facts get the generic
+# "make it X on node" comment: a version pin is a site decision distdoctor cannot guess.
+FIXES: dict[str, str] = {
+    "limits.memlock": ("mkdir -p /etc/systemd/system/slurmd.service.d && printf '[Service]\\nLimitMEMLOCK=infinity\\n' "
+                       "> /etc/systemd/system/slurmd.service.d/memlock.conf && systemctl daemon-reload && "
+                       "systemctl restart slurmd   # on {node}; outside Slurm: '* - memlock unlimited' in "
+                       "/etc/security/limits.d/"),
+    "shm.size": "mount -o remount,size={reference} /dev/shm   # on {node}; in a container: --shm-size or --ipc=host",
+    "gpu.count": "nvidia-smi -L   # on {node}: a GPU missing from the list fell off the bus; drain the node and "
+                 "reseat or replace it (nvidia-smi -q | grep -i -A3 'retired\\|xid')",
+    "gpu.driver": "# on {node}: install NVIDIA driver {reference} (the same package as the other nodes), then reboot",
+    "nccl.version": "pip install 'nvidia-nccl-cu12{pip_spec}'   # on {node}, in the job's environment",
+    "torch.version": "pip install 'torch{pip_spec}'   # on {node}, in the job's environment",
+    "kernel": "# on {node}: boot kernel {reference} (the same as the other nodes)",
+}
+
+
+def _bare(wanted: Any) -> str:
+    """The value of an expectation without its operator: '>= 1073741824' -> '1073741824'."""
+    return re.sub(r"^\s*(>=|<=|==|!=|>|<)\s*", "", str(wanted))
+
+
+def _pip_spec(wanted: Any) -> str:
+    text = str(wanted).strip()
+    return text.replace(" ", "") if text[:1] in "<>=!" else f"=={text}"
+
+
+@check("node.expectations", title="This node matches the [expect] table of the config file",
+       tags=("node", "expect", "health"), timeout=30)
+def expectations(ctx: Context):
+    """Compares this node's inventory with the config file's `[expect]` table: each key an
+    inventory fact name, each value what it must be (`8`, `"550.127.05"`, `"unlimited"`) or a
+    comparison (`">= 2.18"`; dotted versions compare part by part). Every fact that does not
+    match is a FAIL naming it, its value and the expected one, with a fix where one is known.
+    A name that is not an inventory fact is a WARN (a typo must not pass silently)."""
+    config = ctx.facts.config
+    expect: dict[str, Any] = dict(getattr(config, "expect", None) or {})
+    if not expect:
+        yield skip("no [expect] table in the config file",
+                   fix="distdoctor inventory --snapshot >> ~/.config/distdoctor/config.toml   "
+                       "# on a known-good node; edit, then copy to /etc/distdoctor/config.toml on every node")
+        return
+    sources = getattr(config, "expect_sources", {}) or {}
+    unknown = [k for k in expect if inventory.field_for(k) is None]
+    for key in unknown:
+        yield warn(f"[expect] names {key!r}, which is not an inventory fact", subject=key,
+                   evidence={"source": sources.get(key, "")},
+                   explanation="Names are listed in docs/inventory.md and by `distdoctor inventory`.",
+                   fix=f"# fix or remove {key!r} in {sources.get(key, 'the config file').rsplit(':', 1)[0]}")
+    node = ctx.facts.hostname
+    facts = ctx.facts.inventory
+    wanted = {k: v for k, v in expect.items() if k not in unknown}
+    incomplete = facts.get("inventory.incomplete") or []
+    diffs = compare.compare({node: facts}, rules=(), expect=wanted)
+    failed = set()
+    for diff in diffs:
+        key = diff.key
+        failed.add(key)
+        finding = compare.to_finding(diff, noun="node")
+        value = facts.get(key, compare.ABSENT)
+        template = FIXES.get(key)
+        fix = template.format(node=node, reference=_bare(diff.reference),
+                              pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+        absent = key not in facts
+        why = (f"this node's inventory has no {key}" + (" (its collection did not finish: "
+               f"{', '.join(incomplete)})" if incomplete else "")) if absent else ""
+        yield fail(f"{key} = {compare.show(value) if not absent else '(absent)'}, expected "
+                   f"{compare.show(diff.reference)}", subject=key,
+                   evidence={**finding.evidence, "value": facts.get(key), "source": sources.get(key, "")},
+                   explanation=why or f"Set in {sources.get(key, 'the config file')}.", fix=fix)
+    matched = [k for k in wanted if k not in failed]
+    if matched and not failed:
+        yield ok(f"all {len(matched)} expected facts match", evidence={k: facts.get(k) for k in matched})
+    elif matched:
+        yield ok(f"{len(matched)} other expected facts match", evidence={k: facts.get(k) for k in matched})
+
+
+CHECKS = [expectations]
+

@@ -1,0 +1,88 @@
+"""`distdoctor health`'s decision, as a pure function of the check results and the node's state
+(read from real `scontrol show node` captures); the real drain/resume is in test_health_real."""
+
+from __future__ import annotations
+
+import pytest
+
+from distdoctor import health
+from distdoctor.model import CheckRun, Finding, Status
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.slurm import NodeState, parse_node_show
+from distdoctor.testing import FakeHost
+from tests.conftest import data_path
+
+
+def run(check_id, status, summary):
+    return CheckRun(check_id, "title", (), status, (Finding(status, summary),), 0.1)
+
+
+def capture(name):
+    with open(data_path("slurm", name)) as fh:
+        return fh.read()
+
+
+def test_node_state_from_real_captures():
+    drained = parse_node_show(capture("scontrol_show_node_drained.txt"))
+    assert drained == NodeState("node1", "IDLE+DRAIN", "distdoctor: host.shm-size: /dev/shm is only 16 MiB")
+    assert drained.drained
+    idle = parse_node_show(capture("scontrol_show_node_idle_oneliner.txt"))
+    assert idle.state == "IDLE" and idle.reason == "" and not idle.drained
+    assert NodeState("n", "DRAINED").drained and NodeState("n", "MIXED+DRAIN").drained
+    assert not NodeState("n", "DOWN+NOT_RESPONDING").drained
+    with pytest.raises(ParseError):
+        parse_node_show("Node node9 not found\n")
+
+
+def test_reason_names_the_worst_check_and_fits_sinfo():
+    bad = health.failing([run("host.shm-size", Status.WARN, "/dev/shm is only 64 MiB (want at least 1 GiB)"),
+                          run("node.expectations", Status.FAIL,
+                              "gpu.count = 7, expected 8 and a very long tail of words that goes on and on"),
+                          run("net.infiniband", Status.OK, "fine")], "warn")
+    assert [r.id for r in bad] == ["node.expectations", "host.shm-size"]
+    reason = health.reason_for(bad)
+    assert reason.startswith("distdoctor: node.expectations: gpu.count = 7, expected 8")
+    assert reason.endswith("... (+1)") and len(reason) == health.REASON_MAX
+    assert health.failing(bad, "fail") == [bad[0]]
+    assert health.reason_for([run("host.memlock-limit", Status.FAIL, "short")]) == \
+        "distdoctor: host.memlock-limit: short"
+
+
+BAD = [run("node.expectations", Status.FAIL, "shm.size = 16777216, expected >= 1073741824")]
+REASON = health.reason_for(BAD)
+
+
+@pytest.mark.parametrize("state, bad, kind, words", [
+    (NodeState("n1", "IDLE"), BAD, "drain", "draining n1"),
+    (None, BAD, "drain", "draining n1"),
+    (NodeState("n1", "IDLE+DRAIN", REASON), BAD, "none", "stays drained"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), BAD, "drain", "draining n1"),
+    (NodeState("n1", "IDLE+DRAIN", "maint"), BAD, "none", "already drained by someone else (maint)"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), [], "resume", "resuming n1"),
+    (NodeState("n1", "MIXED+DRAIN", "maint"), [], "none", "not distdoctor's (maint)"),
+    (NodeState("n1", "IDLE"), [], "none", "n1 passes"),
+    (None, [], "none", "n1 passes"),
+])
+def test_decide(state, bad, kind, words):
+    action = health.decide("n1", state, bad)
+    assert action.kind == kind and words in action.why
+    if kind == "drain":
+        assert action.argv == ("scontrol", "update", "nodename=n1", "state=drain", f"reason={REASON}")
+        assert action.shell() == f"scontrol update nodename=n1 state=drain 'reason={REASON}'"
+    elif kind == "resume":
+        assert action.argv == ("scontrol", "update", "nodename=n1", "state=resume")
+    else:
+        assert action.argv == ()
+
+
+def test_node_name_prefers_slurms_name():
+    assert health.node_name(FakeHost({"SLURMD_NODENAME": "gpu-a01"}, hostname="x.example")) == "gpu-a01"
+    assert health.node_name(FakeHost({}, hostname="gpu-a02.cluster.example")) == "gpu-a02"
+
+
+def test_unreadable_state_is_a_message_not_a_traceback():
+    host = FakeHost(commands={("scontrol", "show", "node", "n1"): "garbage\n"})
+    state, problem = health.node_state(host, "n1")
+    assert state is None and "NodeName=" in problem
+    state, problem = health.node_state(FakeHost(), "n1")
+    assert state is None and "not found" in problem

@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reports from `check --format json -o FILE` or a `fleet --save` directory")
     add_cluster_output(cmp)
 
+    fleet = sub.add_parser("fleet", help="run check on every node (srun or ssh) and name the odd ones",
+                           epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from distdoctor import fleet as fleet_mod
+
+    fleet_mod.add_arguments(fleet)
+    add_cluster_output(fleet)
+
     from distdoctor import nccltest
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
@@ -185,6 +192,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     view = cluster.build(reports, expect=expect, command="compare", host=host.hostname(),
                          started_at=stamp.started_at, duration=time.monotonic() - started,
                          context=stamp.context)
+    return write_cluster(view, args)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from distdoctor import fleet, hostlist
+    from distdoctor.host import Host
+
+    host = Host()
+    config = load_config(args.config, host)
+    expect = expectations(args, config)
+    try:
+        view = fleet.run(args, host, expect)
+    except (ValueError, hostlist.HostlistError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot save the reports: {exc.strerror or exc}") from None
     return write_cluster(view, args)
 
 
@@ -502,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cmd_explain(args)
         elif args.command == "compare":
             code = cmd_compare(args)
+        elif args.command == "fleet":
+            code = cmd_fleet(args)
         elif args.command == "nccl-test":
             from distdoctor import nccltest
 

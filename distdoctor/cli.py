@@ -7,12 +7,12 @@ import fnmatch
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Sequence
 
 from distdoctor import __version__
 from distdoctor import config as config_mod
+from distdoctor import output
 from distdoctor import registry as registry_mod
 from distdoctor.model import (EXIT_CODES_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT,  # noqa: F401
                               EXIT_USAGE, CheckInfo, CheckRun, Report, Status, exit_code)
@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id")
     explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
+    inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
+    inv.add_argument("--format", choices=("text", "json"), default="text")
+    inv.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+    inv.add_argument("--snapshot", action="store_true",
+                     help="print an [expect] table of the facts that should agree across nodes, for the config file")
+    inv.add_argument("--config", action="append", default=[], metavar="FILE", help="extra config file (TOML)")
+    inv.add_argument("--timeout", type=float, default=None, help="bound for the whole inventory, seconds (default 20)")
+
     cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
                          epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmp.add_argument("reports", nargs="+", metavar="REPORT.json|DIR",
@@ -89,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
     nccltest.add_arguments(nccl)
+
+    from distdoctor.logs import command as log_command
+
+    log = sub.add_parser("log", help="read a failed job's logs: the rank that failed first, its host, the cause, the fix",
+                         description=log_command.DESCRIPTION, epilog=EXIT_CODES_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    log_command.add_arguments(log)
     return parser
 
 
@@ -251,33 +266,16 @@ def load_config(paths: list[str], host) -> config_mod.Config:
         raise UsageError(str(exc)) from None
 
 
-def write_output(text: str, path: str | None) -> None:
-    """To stdout, or to path through a temp file in the same directory and a rename, so a
-    reader (node_exporter, a dashboard) never sees half a report."""
-    if not path:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".distdoctor-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def write_output(text: str, path: str | None, stdout_fd: int = 1) -> None:
+    """The report to stdout or to what -o names (see distdoctor/output.py)."""
+    output.write_report(text, path, stdout_fd)
 
 
-def render(report: Report, fmt: str, verbose: bool, to_file: bool) -> str:
+def render(report: Report, fmt: str, verbose: bool, to_file: bool, inventory: dict | None = None) -> str:
     if fmt == "json":
         from distdoctor.render import json as json_render
 
-        return json_render.render(report)
+        return json_render.render(report, {"inventory": inventory} if inventory is not None else None)
     if fmt == "prometheus":
         from distdoctor.render import prometheus
 
@@ -305,10 +303,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     host = Host()
     config = load_config(args.config, host)
     if args.output:
-        directory = os.path.dirname(os.path.abspath(args.output)) or "."
-        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-            print(f"distdoctor: cannot write the report to {args.output}: directory {directory} "
-                  f"{'does not exist' if not os.path.isdir(directory) else 'is not writable'}", file=sys.stderr)
+        try:
+            output.check_writable(args.output)
+        except output.OutputError as exc:
+            print(f"distdoctor: {exc}", file=sys.stderr)
             return EXIT_OUTPUT
     registry = registry_mod.load(args.checks_dir, host.env)
     try:
@@ -385,10 +383,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if config.problems:
         extra_runs.append(problem_run("core.config", "Configuration files are valid", Status.WARN,
                                       config.problems, fix="remove or correct the keys named"))
+    inventory = None
+    if args.format in ("json", "jsonl") or job.role in ("leader", "gatherer"):
+        from distdoctor import inventory as inventory_mod
+
+        # Inside the run's bound: what is not known when the time is up is left out.
+        left = max(1.0, total_timeout - (time.monotonic() - started))
+        inventory = inventory_mod.collect(facts, host, timeout=min(inventory_mod.COLLECT_TIMEOUT, left))
     report = build_report(extra_runs + runs, host=host.hostname(), context=context, started=started_wall,
                           duration=time.monotonic() - started)
     if job.role in ("leader", "gatherer"):
-        doc = json.loads(render(report, "json", False, True))
+        doc = json.loads(render(report, "json", False, True, inventory))
         doc["node"] = job.node
         if job.role == "leader":
             if job_problem:
@@ -401,7 +406,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_OK
         return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline)
     if args.format == "jsonl":
-        doc = json.loads(render(report, "json", False, True))
+        doc = json.loads(render(report, "json", False, True, inventory))
         doc["node"] = job.node
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         try:
@@ -413,14 +418,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"distdoctor: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_OUTPUT
         return exit_code(report.runs, args.fail_on or config.run.get("fail_on", "fail"))
-    text = render(report, args.format, args.verbose, bool(args.output))
+    text = render(report, args.format, args.verbose, bool(args.output), inventory)
     try:
         if text:
             write_output(text, args.output)
         elif args.output:
             write_output(render(report, "console", args.verbose, True), args.output)
-    except OSError as exc:
-        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
         return EXIT_OUTPUT
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     return exit_code(report.runs, fail_on)
@@ -513,6 +518,27 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_inventory(args: argparse.Namespace) -> int:
+    from distdoctor import inventory as inventory_mod
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+
+    host = Host()
+    config = load_config(args.config, host)
+    timeout = args.timeout if args.timeout is not None else inventory_mod.COLLECT_TIMEOUT
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
+    if args.snapshot:
+        sys.stdout.write(inventory_mod.snapshot_toml(inventory, host.hostname()))
+    elif args.format == "json":
+        sys.stdout.write(json.dumps(inventory, indent=2) + "\n")
+    else:
+        for name, value in inventory.items():
+            sys.stdout.write(f"{name} = {inventory_mod.text_value(value)}\n")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -523,6 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = cmd_list(args)
         elif args.command == "explain":
             code = cmd_explain(args)
+        elif args.command == "inventory":
+            code = cmd_inventory(args)
         elif args.command == "compare":
             code = cmd_compare(args)
         elif args.command == "fleet":
@@ -531,6 +559,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from distdoctor import nccltest
 
             code = nccltest.run(args)
+        elif args.command == "log":
+            from distdoctor.logs import command as log_command
+
+            code = log_command.run(args)
         else:
             parser.print_help()
             code = EXIT_USAGE

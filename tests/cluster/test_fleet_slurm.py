@@ -34,6 +34,9 @@ def test_fleet_over_the_nodes_gathers_every_node(qb_cluster, tmp_path):
     assert doc["command"] == "fleet", out.stderr
     assert doc["cluster"]["answered"] == 3 and doc["cluster"]["missing"] == {}, doc["cluster"]
     assert sorted(doc["nodes"]) == ["node1", "node2", "node3"]
+    # A healthy cluster: no false alarm (the nodes share one kernel and /etc/machine-id, which is
+    # harmless while their hostnames, and so NCCL's host hashes, differ).
+    assert doc["cluster"]["differences"] == [], doc["cluster"]["differences"]
     assert sorted(os.listdir(tmp_path / "saved")) == ["node1.json", "node2.json", "node3.json"]
     # The saved reports compare offline to the same verdict.
     again = subprocess.run(distdoctor_argv() + ["compare", "--json", str(tmp_path / "saved")], capture_output=True,

@@ -146,10 +146,9 @@ class NotAReport(ValueError):
     """A document that is not a distdoctor node report; the message says why in a few words."""
 
 
-def node_facts(doc: Any) -> dict[str, Any]:
-    """The flat facts one node report contributes: its inventory and `check.<id>` statuses.
-    Raises NotAReport for anything else (garbage, another tool's JSON, another schema MAJOR,
-    a fleet or compare report)."""
+def check_node_report(doc: Any) -> None:
+    """NotAReport unless doc is one node's `check` report (not garbage, another tool's JSON,
+    another schema MAJOR, a fleet, compare or whole-job report)."""
     if not isinstance(doc, dict):
         raise NotAReport("output is not a distdoctor report (not a JSON object)")
     tool = doc.get("tool")
@@ -159,9 +158,15 @@ def node_facts(doc: Any) -> dict[str, Any]:
     if version.split(".")[0] != SCHEMA_MAJOR:
         raise NotAReport(f"report schema {version or '(none)'} is not one this distdoctor reads ({SCHEMA_MAJOR}.x)")
     if doc.get("command") != "check":
-        raise NotAReport(f"a `{doc.get('command')}` report, not a node's `check` report")
+        raise NotAReport(f"a '{doc.get('command')}' report, not a node's 'check' report")
     if "cluster" in doc:
         raise NotAReport("a whole job's report, not one node's")
+
+
+def node_facts(doc: Any) -> dict[str, Any]:
+    """The flat facts one node report contributes: its inventory and `check.<id>` statuses.
+    Raises NotAReport for what is not a node report (see check_node_report)."""
+    check_node_report(doc)
     inventory = doc.get("inventory")
     facts: dict[str, Any] = dict(inventory) if isinstance(inventory, dict) else {}
     for run in doc["checks"]:
@@ -182,7 +187,7 @@ def parse_report(text: str) -> dict[str, Any]:
         line = getattr(exc, "lineno", None)
         raise NotAReport("output is not a distdoctor report (not JSON" + (f": {exc.msg} at line {line})"
                          if line else ")")) from None
-    node_facts(doc)
+    check_node_report(doc)
     return doc
 
 
@@ -204,6 +209,7 @@ class ClusterView:
     missing: list[Missing]
     outliers: list[str]
     per_node: dict[str, dict[str, Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)  # one per difference, in order
 
     @property
     def summary(self) -> str:
@@ -226,14 +232,13 @@ class ClusterView:
                 "outliers": fold(self.outliers),
                 "outlier_count": len(self.outliers),
                 "missing": {m.node: m.reason for m in self.missing},
-                "differences": [_diff_dict(d) for d in self.differences],
+                "differences": [_diff_dict(d, f) for d, f in zip(self.differences, self.findings)],
             },
             "nodes": self.per_node,
         }
 
 
-def _diff_dict(diff: engine.Difference) -> dict[str, Any]:
-    finding = engine.to_finding(diff)
+def _diff_dict(diff: engine.Difference, finding: Finding) -> dict[str, Any]:
     return {"fact": diff.key, "label": diff.rule.label, "status": diff.status.value, "basis": diff.basis,
             "reference": finding.evidence["reference"], "outliers": finding.evidence["outliers"],
             "groups": finding.evidence["groups"], "summary": finding.summary, "fix": finding.fix}
@@ -303,8 +308,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    for diff in diffs:
-        findings[_run_of(diff)].append(engine.to_finding(diff))
+    diff_findings = [engine.to_finding(diff) for diff in diffs]
+    for diff, finding in zip(diffs, diff_findings):
+        findings[_run_of(diff)].append(finding)
 
     ok_text = {
         "cluster.reports": f"all {len(members)} nodes answered with a report",
@@ -341,7 +347,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
     context = context or RunContext("none", f"{len(members) + len(missing)} node reports")
     report = Report(__version__, host, context, started_at or "1970-01-01T00:00:00.000Z", duration,
                     tuple(runs), command)
-    return ClusterView(report, sorted(members), diffs, missing, outliers, per_node)
+    return ClusterView(report, sorted(members), diffs, missing, outliers, per_node, diff_findings)
 
 
 # --- one report per job -------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def _first_report(pieces: Sequence[str]) -> tuple[dict | None, str]:
         text = "".join(pieces[i:]).lstrip()
         try:
             doc, _end = _DECODER.raw_decode(text)
-            cluster.node_facts(doc)
+            cluster.check_node_report(doc)
             return doc, ""
         except ValueError as exc:  # NotAReport is a ValueError too
             why = str(exc) if isinstance(exc, cluster.NotAReport) else "output is not a distdoctor report (not JSON)"

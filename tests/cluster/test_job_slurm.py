@@ -61,3 +61,18 @@ def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tm
     reports = next(c for c in doc["checks"] if c["id"] == "cluster.reports")
     assert reports["status"] == "fail"
     assert any("refused" in f["summary"] and "authentication" in f["summary"] for f in reports["findings"]), reports
+
+
+def test_the_job_report_names_the_node_with_another_mtu(qb_cluster, job_env):
+    qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
+    try:
+        proc = qb_cluster.srun(["-N3", "-n6", *distdoctor_argv(), "check", "--format", "json"], env=job_env,
+                               timeout=120)
+        doc = load_report(proc.stdout)
+        diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "net.if.eth0.mtu")
+        assert diff["outliers"] == "node2" and diff["reference"] == 1500
+        assert diff["fix"] == "clush -w node2 -- ip link set dev eth0 mtu 1500"
+        assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
+        assert proc.returncode == 1
+    finally:
+        qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)

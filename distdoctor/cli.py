@@ -179,27 +179,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
             paths.append(path)
     errors: list[str] = []
     docs: list[tuple[str, dict]] = []
-    for path in paths:
-        try:
-            text = host.read_text(path, max_bytes=64 * 1024 * 1024)
-        except OSError as exc:
-            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
-            continue
-        if text is None:
-            errors.append(f"{path}: no such file")
-            continue
-        try:
-            docs.append((path, cluster.parse_report(text)))
-        except cluster.NotAReport as exc:
-            errors.append(f"{path}: {exc}")
+    import gc
+
+    # Parsing thousands of reports makes millions of objects and no garbage: the cyclic
+    # collector would walk them again and again (10,000 reports: 4x slower with it on).
+    gc.disable()
+    try:
+        for path in paths:
+            try:
+                text = host.read_text(path, max_bytes=64 * 1024 * 1024)
+            except OSError as exc:
+                errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+                continue
+            if text is None:
+                errors.append(f"{path}: no such file")
+                continue
+            try:
+                docs.append((path, cluster.slim(cluster.parse_report(text))))
+            except cluster.NotAReport as exc:
+                errors.append(f"{path}: {exc}")
+    finally:
+        gc.enable()
     if errors or not docs:
         raise UsageError("\n".join(errors) if errors else "no report files (*.json) given")
     # Nodes are named by the host in their report; two files from one host (or two nodes that
     # share a hostname, which is itself a finding) keep their file names apart.
     hosts = [str(doc.get("host") or os.path.basename(path)) for path, doc in docs]
+    from collections import Counter
+
+    seen = Counter(hosts)
     reports = {}
     for (path, doc), name in zip(docs, hosts):
-        reports[name if hosts.count(name) == 1 else path] = doc
+        reports[name if seen[name] == 1 else path] = doc
     from distdoctor.engine import build_report
 
     stamp = build_report([], host=host.hostname(), context=cluster_context(len(reports)), started=started_wall,

@@ -25,6 +25,8 @@ from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, wors
 # Reports this code can read: the same MAJOR schema (docs/report.schema.json).
 SCHEMA_MAJOR = "1"
 _STATUS_BY_NAME = {s.value: s for s in Status}
+_RESULTS = frozenset(s.value for s in Status if s is not Status.SKIP)  # SKIP is not a result to compare
+_OK = Status.OK.value
 _IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
 
 
@@ -170,9 +172,10 @@ def node_facts(doc: Any) -> dict[str, Any]:
     inventory = doc.get("inventory")
     facts: dict[str, Any] = dict(inventory) if isinstance(inventory, dict) else {}
     for run in doc["checks"]:
-        if (isinstance(run, dict) and isinstance(run.get("id"), str) and run.get("status") in _STATUS_BY_NAME
-                and run["status"] != Status.SKIP.value):
-            facts["check." + run["id"]] = run["status"]
+        if isinstance(run, dict):
+            check_id, status = run.get("id"), run.get("status")
+            if status in _RESULTS and isinstance(check_id, str):
+                facts["check." + check_id] = status
     return facts
 
 
@@ -189,6 +192,17 @@ def parse_report(text: str) -> dict[str, Any]:
                          if line else ")")) from None
     check_node_report(doc)
     return doc
+
+
+def slim(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a node report the comparison reads (identity, status, inventory, each
+    check's result), without findings and evidence: 10,000 whole reports held at once cost
+    gigabytes and most of the time."""
+    out = {k: doc[k] for k in ("schema_version", "tool", "command", "host", "node", "status", "inventory")
+           if k in doc}
+    out["checks"] = [{"id": r.get("id"), "status": r.get("status")} for r in doc.get("checks", [])
+                     if isinstance(r, dict)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -337,7 +351,10 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
     for node, doc in reports.items():
         if node not in members:
             continue
-        checks = {k[len("check."):]: v for k, v in members[node].items() if k.startswith("check.")}
+        # Only what did not end OK: the node's own status says the rest, and 10,000 nodes times
+        # every check would make the document mostly "ok".
+        checks = {k[len("check."):]: v for k, v in members[node].items()
+                  if k.startswith("check.") and v != _OK}
         per_node[node] = {"host": str(doc.get("host", node)), "status": str(doc.get("status", "ok")),
                           "outlier_in": odd_in.get(node, []), "checks": checks}
     for m in missing:

@@ -51,8 +51,8 @@ def test_compare_expect_from_the_command_line(tmp_path):
 
 
 def test_compare_a_real_check_report_with_itself_renamed(tmp_path):
-    """A report `check` really wrote, and a copy claiming another host: both read, nothing odd
-    but the shared identity (the copy has this host's boot id)."""
+    """A report `check` really wrote, and a copy claiming another host: both read, and the
+    copy's inventory still presents this host's hostname and NCCL host hash: one host to NCCL."""
     real = tmp_path / "real.json"
     done = _run("check", "--format", "json", "--only", "core,net", "-o", str(real), timeout=120)
     assert done.returncode in (0, 1, 2), done.stderr
@@ -62,6 +62,8 @@ def test_compare_a_real_check_report_with_itself_renamed(tmp_path):
     out = _run("compare", "--json", str(real), str(tmp_path / "copy.json"))
     report = load_report(out.stdout)
     assert report["cluster"]["answered"] == 2 and set(report["nodes"]) == {doc["host"], json.loads(real.read_text())["host"]}
+    shared = {d["fact"] for d in report["cluster"]["differences"] if d["basis"] == "duplicate"}
+    assert "host.name" in shared and out.returncode == 1
 
 
 def test_compare_bad_files_is_a_clear_error_naming_each_file(tmp_path):

@@ -30,7 +30,7 @@ def cluster():
 def _reports(cluster, srun_args, out_dir):
     dd = " ".join(distdoctor_argv())
     proc = cluster.srun([*srun_args, "bash", "-c",
-                         f'exec {dd} check --format json -o "{out_dir}/r-$SLURM_PROCID.json"'], timeout=180)
+                         f'exec {dd} check --each-task --format json -o "{out_dir}/r-$SLURM_PROCID.json"'], timeout=180)
     files = sorted(os.listdir(out_dir))
     reports = {}
     for name in files:

@@ -470,11 +470,12 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
             reports.update(gatherer.wait(job.nodes - 1, deadline))
         finally:
             gatherer.close()
-        for reason in gatherer.rejected:
-            missing.append(cluster.Missing(reason.split(":", 1)[0], f"a report was refused from {reason}",
-                                           f"# give every node of the job the same {jobreport.SECRET_FILE} "
-                                           f"(a shared home), or export DISTDOCTOR_JOB_SECRET before launching"))
-    absent = [n for n in job.expected if n not in reports]
+        for node, why in gatherer.rejected.items():
+            if node not in reports:
+                missing.append(cluster.Missing(node, f"{node}: its report was refused: {why}",
+                                               f"# give every node of the job the same {jobreport.SECRET_FILE} "
+                                               f"(a shared home), or export DISTDOCTOR_JOB_SECRET before launching"))
+    absent = [n for n in job.expected if n not in reports and n not in {m.node for m in missing}]
     for node in absent:
         why = job_problem or f"no report within the job's bound ({args.timeout or 60:g} s + 10 s)"
         missing.append(cluster.Missing(node, f"{node}: {why}",

@@ -39,10 +39,28 @@ from typing import Any, Mapping
 from distdoctor import hostlist
 from distdoctor.model import RunContext
 
-MAX_FRAME = 64 * 1024 * 1024
+MAX_FRAME = 16 * 1024 * 1024  # a node report is tens of KiB; this bounds what a stranger makes rank 0 hold
 PORT_BASE = 30000  # nccl-test derives from 20000-29999; a check and an nccl-test of one step never collide
 PORT_SPAN = 2000
 SECRET_FILE = os.path.join("~", ".config", "distdoctor", "job-secret")
+
+
+class Unauthentic(ValueError):
+    """A message whose HMAC does not match; `claimed` is the node it says it is from (only a
+    label for the finding: nothing in it is trusted)."""
+
+    def __init__(self, message: str, claimed: str = ""):
+        super().__init__(message)
+        self.claimed = claimed
+
+
+class Refused(Exception):
+    """Rank 0 could not authenticate this node's report. Rank 0 says so unsigned (it shares no
+    key with the sender): it only stops the sender's retries, which a stranger able to break
+    the connection could do anyway."""
+
+
+REFUSAL = struct.pack(">I", 0) + bytes(32)
 
 
 class GatherError(Exception):
@@ -199,9 +217,18 @@ def read_frame(sock: socket.socket, key: bytes, deadline: float) -> dict[str, An
     if length > MAX_FRAME:
         raise ValueError(f"message of {length} bytes is over the limit")
     mac = _recv_exact(sock, 32, deadline)
+    if length == 0 and mac == bytes(32):
+        raise Refused("rank 0 could not authenticate this node's report: its job secret differs")
     data = _recv_exact(sock, length, deadline)
     if not hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()):
-        raise ValueError("report failed authentication (another job, or a node without this job's secret)")
+        claimed = ""
+        try:
+            said = json.loads(data)
+            claimed = str(said.get("node", ""))[:64] if isinstance(said, dict) else ""
+        except ValueError:
+            pass
+        raise Unauthentic("report failed authentication (another job, or a node without this job's secret)",
+                          claimed)
     body = json.loads(data)
     if not isinstance(body, dict):
         raise ValueError("message is not a JSON object")
@@ -217,7 +244,7 @@ class Gatherer:
         self.plan = p
         self.key = key
         self.reports: dict[str, dict[str, Any]] = {}
-        self.rejected: list[str] = []
+        self.rejected: dict[str, str] = {}  # node (as it claims, else its address) -> why
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
@@ -257,14 +284,22 @@ class Gatherer:
                 conn.settimeout(5)
                 conn.sendall(frame(self.key, {"ok": True, "node": node}))
             except (OSError, ValueError, TimeoutError) as exc:
+                claimed = getattr(exc, "claimed", "")
+                if isinstance(exc, Unauthentic):
+                    try:
+                        conn.settimeout(2)
+                        conn.sendall(REFUSAL)
+                    except OSError:
+                        pass
                 with self._changed:
-                    self.rejected.append(f"{peer[0]}: {exc}")
+                    self.rejected[claimed or peer[0]] = f"{exc} (from {peer[0]})"
                     self._changed.notify_all()
 
     def wait(self, others: int, deadline: float) -> dict[str, dict[str, Any]]:
         """The reports received by the deadline, or sooner when `others` nodes answered."""
         with self._changed:
-            while len(self.reports) < others:
+            # A node refused once will not do better: it counts as answered.
+            while len(self.reports) + len(set(self.rejected) - set(self.reports)) < others:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -290,6 +325,8 @@ def send_report(p: Plan, key: bytes, report: dict[str, Any], deadline: float) ->
                 sock.sendall(message)
                 reply = read_frame(sock, key, min(deadline, time.monotonic() + 10))
                 return "" if reply.get("ok") else "rank 0 refused the report"
+        except Refused as exc:
+            return str(exc)
         except (OSError, ValueError, TimeoutError) as exc:
             last = str(exc) or type(exc).__name__
             time.sleep(0.2)

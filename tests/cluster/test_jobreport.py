@@ -91,3 +91,18 @@ def test_secret_file_is_made_private_once(tmp_path, monkeypatch):
     path = tmp_path / ".config" / "distdoctor" / "job-secret"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert jobreport.read_secret({"DISTDOCTOR_JOB_SECRET": "given"}) == b"given"
+
+
+def test_a_report_with_another_key_is_refused_at_once_and_named_by_its_claim():
+    p = jobreport.Plan("gatherer", 2, ("a", "b"), "127.0.0.1", 0, "slurm:7.0", "a")
+    g = jobreport.Gatherer(p, jobreport.job_key(b"k" * 32, p.seed), "127.0.0.1")
+    try:
+        sender = jobreport.Plan("leader", 2, ("a", "b"), "127.0.0.1", g.sock.getsockname()[1], "slurm:7.0", "b")
+        start = time.monotonic()
+        why = jobreport.send_report(sender, jobreport.job_key(b"x" * 32, p.seed), {"host": "b"}, time.monotonic() + 20)
+        assert time.monotonic() - start < 5
+        assert why == "rank 0 could not authenticate this node's report: its job secret differs"
+        assert g.wait(1, time.monotonic() + 5) == {}
+        assert list(g.rejected) == ["b"] and "failed authentication" in g.rejected["b"]
+    finally:
+        g.close()

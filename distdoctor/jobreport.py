@@ -95,34 +95,39 @@ def plan(ctx: RunContext, env: Mapping[str, str], hostname: str, each_task: bool
     me = node_name(env, hostname)
     if each_task or ctx.kind not in ("slurm-step", "mpirun", "torchrun") or not ctx.world_size or ctx.world_size < 2:
         return Plan("alone", node=me)
-    expected: tuple[str, ...] = ()
-    if ctx.kind == "slurm-step" or env.get("SLURM_STEP_NODELIST"):
-        try:
-            expected = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
-        except hostlist.HostlistError:
-            expected = ()
+    hosts: tuple[str, ...] = ()
+    try:
+        hosts = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
+    except hostlist.HostlistError:
+        pass
     nodes = _int(env, "SLURM_STEP_NUM_NODES") if ctx.kind == "slurm-step" else None
     if nodes is None and ctx.local_world_size:
         nodes = max(1, ctx.world_size // ctx.local_world_size)
     if nodes is None:
-        nodes = len(expected) or 1
+        nodes = len(hosts) or 1
+    # The nodes to name when they do not answer: Slurm's list, when it is this job's nodes
+    # (mpirun -np 2 in a 4-node allocation uses only some of them).
+    expected = hosts if len(hosts) == nodes else ()
     local = ctx.local_rank if ctx.local_rank is not None else ctx.rank
     if local:
         return Plan("quiet", nodes, expected, node=me)
     if nodes == 1:
         return Plan("solo", nodes, expected, node=me)
     address = (env.get("MASTER_ADDR") or "").strip()
-    if not address and ctx.kind == "slurm-step" and expected:
-        address = expected[0]
+    if not address and hosts and (ctx.kind == "slurm-step" or env.get("SLURM_JOB_ID")):
+        # srun puts task 0 on the step's first node; mpirun inside an allocation maps rank 0
+        # to the first node too (by slot, the default)
+        address = hosts[0]
     if not address and ctx.kind == "mpirun":
         uri = env.get("OMPI_MCA_orte_hnp_uri", "")
         if "tcp://" in uri:
             address = uri.split("tcp://", 1)[1].split(",")[0].split(":")[0].split(";")[0]
     seed = ""
-    if ctx.job_id:
-        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
-    elif env.get("OMPI_MCA_ess_base_jobid"):
+    if ctx.kind == "mpirun" and env.get("OMPI_MCA_ess_base_jobid"):
+        # not Slurm's ids: ranks on mpirun's own node run outside the step its daemons run in
         seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
+    elif ctx.job_id:
+        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
     elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
         seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}:{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
     raw = (env.get("DISTDOCTOR_GATHER_PORT") or "").strip()

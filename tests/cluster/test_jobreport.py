@@ -106,3 +106,13 @@ def test_a_report_with_another_key_is_refused_at_once_and_named_by_its_claim():
         assert list(g.rejected) == ["b"] and "failed authentication" in g.rejected["b"]
     finally:
         g.close()
+
+
+def test_mpirun_meets_on_the_first_node_inside_slurm_else_on_mpiruns_host():
+    env = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "123",
+           "OMPI_MCA_orte_hnp_uri": "123.0;tcp://10.0.0.5:4242"}
+    p = _plan(env)
+    assert (p.role, p.nodes, p.address, p.seed) == ("leader", 2, "10.0.0.5", "ompi:123")
+    inside = dict(env, SLURM_JOB_ID="9", SLURM_JOB_NODELIST="gpu[01-02]")
+    assert _plan(inside).address == "gpu01"

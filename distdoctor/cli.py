@@ -359,7 +359,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             key = jobreport.job_key(jobreport.read_secret(host.env), job.seed)
             if job.role == "gatherer":
-                gatherer = jobreport.Gatherer(job, key, _bind_address(host, job.address))
+                gatherer = jobreport.Gatherer(job, key, jobreport.bind_address(host, job.address))
         except jobreport.GatherError as exc:
             job_problem = str(exc)
 
@@ -440,22 +440,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_OUTPUT
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     return exit_code(report.runs, fail_on)
-
-
-def _bind_address(host, name: str) -> str:
-    """The address rank 0 listens on: its rendezvous name as resolved here, and only if that is
-    one of this host's own, non-loopback addresses (peers on other nodes must reach it)."""
-    from distdoctor import jobreport
-
-    resolved = host.resolve(name, timeout=5.0)
-    if not resolved.addresses:
-        raise jobreport.GatherError(f"rank 0's host {name} does not resolve: {resolved.error or 'no address'}")
-    mine = {a.get("address", "").split("%")[0] for addrs in host.net_if_addrs().values() for a in addrs}
-    for addr in resolved.addresses:
-        if addr in mine and not addr.startswith("127.") and addr != "::1":
-            return addr
-    raise jobreport.GatherError(f"rank 0's host {name} resolves to {', '.join(resolved.addresses)}, not to an "
-                                f"address of this host that other nodes can reach")
 
 
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,

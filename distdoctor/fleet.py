@@ -176,6 +176,13 @@ def run(args, host, expect: Mapping[str, object]) -> cluster.ClusterView:
         gathered = split_ssh(results, args.timeout)
         how = f"ssh to {len(hosts)} hosts"
     else:
+        from distdoctor.launch import step_kind
+
+        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID") or ""
+        if step and step_kind(step) == "normal":
+            # srun inside a step waits for the resources the step itself holds
+            raise ValueError("fleet runs its own srun step: start it from the allocation's shell "
+                             "(salloc -N2 distdoctor fleet), not under srun")
         inside = bool(env.get("SLURM_JOB_ID")) and not args.nodes
         expr = args.nodes or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
         if not expr:

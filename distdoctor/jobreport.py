@@ -147,6 +147,20 @@ def plan_problem(p: Plan) -> str:
     return ""
 
 
+def bind_address(host, name: str) -> str:
+    """The address rank 0 listens on: its rendezvous name as resolved here, and only if that is
+    one of this host's own, non-loopback addresses (peers on other nodes must reach it)."""
+    resolved = host.resolve(name, timeout=5.0)
+    if not resolved.addresses:
+        raise GatherError(f"rank 0's host {name} does not resolve: {resolved.error or 'no address'}")
+    mine = {a.get("address", "").split("%")[0] for addrs in host.net_if_addrs().values() for a in addrs}
+    for addr in resolved.addresses:
+        if addr in mine and not addr.startswith("127.") and addr != "::1":
+            return addr
+    raise GatherError(f"rank 0's host {name} resolves to {', '.join(resolved.addresses)}, not to an "
+                      f"address of this host that other nodes can reach")
+
+
 # --- keys ---------------------------------------------------------------------------------------
 
 def job_key(secret: bytes, seed: str) -> bytes:

@@ -52,3 +52,17 @@ def test_node_command_passes_the_selection_and_a_shorter_bound():
     argv = fleet.srun_argv(["n1", "n2"], False, ["dd"], 30)
     assert argv[:2] == ["srun", "--label"] and "-wn[1-2]" in "".join(argv) and "--immediate=30" in argv
     assert argv[-5:] == ["timeout", "-k", "2", "30", "dd"]
+
+
+def test_fleet_inside_an_srun_step_is_a_usage_error(monkeypatch):
+    import argparse
+
+    import pytest
+
+    from distdoctor.host import Host
+
+    args = argparse.Namespace(timeout=30.0, fanout=8, hosts=[], nodes=None, distdoctor=None, only=[], skip=[],
+                              save=None, ssh_option=[])
+    host = Host({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "n[1-2]"})
+    with pytest.raises(ValueError, match="not under srun"):
+        fleet.run(args, host, {})

@@ -116,3 +116,17 @@ def test_mpirun_meets_on_the_first_node_inside_slurm_else_on_mpiruns_host():
     assert (p.role, p.nodes, p.address, p.seed) == ("leader", 2, "10.0.0.5", "ompi:123")
     inside = dict(env, SLURM_JOB_ID="9", SLURM_JOB_NODELIST="gpu[01-02]")
     assert _plan(inside).address == "gpu01"
+
+
+def test_rank_0_listens_only_on_its_own_routable_address():
+    from distdoctor.testing import FakeHost
+
+    addrs = {"lo": [{"family": "inet", "address": "127.0.0.1"}], "eth0": [{"family": "inet", "address": "10.1.0.11"}]}
+    host = FakeHost(if_addrs=addrs, resolve={"node1": ["10.1.0.11"], "vm": ["127.0.1.1"], "node2": ["10.1.0.12"]})
+    assert jobreport.bind_address(host, "node1") == "10.1.0.11"
+    with pytest.raises(jobreport.GatherError, match="not to an address of this host"):
+        jobreport.bind_address(host, "vm")  # a name mapped to loopback: the other nodes cannot reach it
+    with pytest.raises(jobreport.GatherError, match="not to an address of this host"):
+        jobreport.bind_address(host, "node2")  # MASTER_ADDR names another host
+    with pytest.raises(jobreport.GatherError, match="does not resolve"):
+        jobreport.bind_address(host, "nowhere")

@@ -133,7 +133,7 @@ def expectations(args: argparse.Namespace, config) -> dict:
     return table
 
 
-def write_cluster(view, args: argparse.Namespace) -> int:
+def write_cluster(view, args: argparse.Namespace, fail_on: str | None = None) -> int:
     """Render a cluster.ClusterView in the chosen format; the exit code like check's."""
     if args.format == "json":
         from distdoctor.render import json as json_render
@@ -156,10 +156,10 @@ def write_cluster(view, args: argparse.Namespace) -> int:
     try:
         if text:
             write_output(text, args.output)
-    except OSError as exc:
-        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
+    except output.OutputError as exc:
+        print(f"distdoctor: {exc}", file=sys.stderr)
         return EXIT_OUTPUT
-    return exit_code(view.report.runs, args.fail_on or "fail")
+    return exit_code(view.report.runs, args.fail_on or fail_on or "fail")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -218,7 +218,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     view = cluster.build(reports, expect=expect, command="compare", host=host.hostname(),
                          started_at=stamp.started_at, duration=time.monotonic() - started,
                          context=stamp.context)
-    return write_cluster(view, args)
+    return write_cluster(view, args, config.run.get("fail_on", "fail"))
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -234,7 +234,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot save the reports: {exc.strerror or exc}") from None
-    return write_cluster(view, args)
+    return write_cluster(view, args, config.run.get("fail_on", "fail"))
 
 
 def cluster_context(n: int):
@@ -421,12 +421,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         doc["node"] = job.node
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         try:
-            if args.output:
-                write_output(line, args.output)
-            else:
-                host.write_stdout_once(line.encode())
-        except OSError as exc:
-            print(f"distdoctor: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+            # one os.write for the whole line where the pipe takes it: a launcher forwarding
+            # several nodes' output never splits one node's line with another's
+            write_output(line, args.output)
+        except output.OutputError as exc:
+            print(f"distdoctor: {exc}", file=sys.stderr)
             return EXIT_OUTPUT
         return exit_code(report.runs, args.fail_on or config.run.get("fail_on", "fail"))
     text = render(report, args.format, args.verbose, bool(args.output), inventory)
@@ -472,7 +471,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
     view = cluster.job_view(reports, job.node, missing=missing, expect=getattr(config, "expect", None) or None,
                             host=report.host, started_at=report.started_at, duration=report.duration,
                             context=report.context)
-    return write_cluster(view, args)
+    return write_cluster(view, args, args.fail_on or config.run.get("fail_on", "fail"))
 
 
 def cmd_list(args: argparse.Namespace) -> int:

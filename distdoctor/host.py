@@ -283,15 +283,6 @@ class Host:
                                           error="" if name in codes or name in late else "no result")
         return results
 
-    def write_stdout_once(self, data: bytes) -> None:
-        """data to fd 1 in one write(2) where the pipe takes it whole: a launcher that forwards
-        several tasks' output then never splits one task's line with another's."""
-        sys.stdout.flush()
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
-
     def hostname(self) -> str:
         return socket.gethostname()
 

@@ -84,3 +84,9 @@ def test_compare_bad_files_is_a_clear_error_naming_each_file(tmp_path):
 def test_compare_bad_expect_is_a_usage_error(tmp_path):
     out = _run("compare", "--expect", "gpu.count", *_save(tmp_path, fleet(2)))
     assert out.returncode == 64 and "write FACT=VALUE" in out.stderr
+
+
+def test_fail_on_warn_makes_a_warning_difference_fail(tmp_path):
+    paths = _save(tmp_path, fleet(3, gpu002={"shm.size": 67108864}))
+    assert _run("compare", *paths).returncode == 0
+    assert _run("compare", "--fail-on", "warn", *paths).returncode == 1

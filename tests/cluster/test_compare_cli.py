@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.cluster.reports import fleet
 from tests.conftest import distdoctor_argv, load_report
 
@@ -90,3 +92,17 @@ def test_fail_on_warn_makes_a_warning_difference_fail(tmp_path):
     paths = _save(tmp_path, fleet(3, gpu002={"shm.size": 67108864}))
     assert _run("compare", *paths).returncode == 0
     assert _run("compare", "--fail-on", "warn", *paths).returncode == 1
+
+
+def test_compare_expect_table_from_the_config_file(tmp_path):
+    from distdoctor.config import Config
+
+    if not hasattr(Config(), "expect"):
+        pytest.skip("this tree's config has no [expect] table yet")
+    paths = _save(tmp_path, fleet(3, gpu003={"gpu.driver": "535.54.03"}))
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[expect]\n"gpu.driver" = "535.54.03"\n"gpu.count" = 8\n')
+    out = _run("compare", "--json", "--config", str(cfg), *paths)
+    doc = load_report(out.stdout)
+    (diff,) = doc["cluster"]["differences"]
+    assert diff["basis"] == "expected" and diff["outliers"] == "gpu[001-002]" and out.returncode == 1

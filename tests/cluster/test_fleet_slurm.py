@@ -105,3 +105,16 @@ def test_a_node_presenting_another_nodes_hostname_is_named(qb_cluster, tmp_path)
         assert out.returncode == 1
     finally:
         qb_cluster.run_on("node3", ["hostname", "node3"], timeout=10)
+
+
+def test_a_small_dev_shm_on_one_node_is_named_with_a_remount_fix(qb_cluster, tmp_path):
+    """A 64 MiB tmpfs over /dev/shm in node2's mount namespace (Docker's default size)."""
+    qb_cluster.run_on("node2", ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", "/dev/shm"], timeout=10)
+    try:
+        out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--json")
+        doc = load_report(out.stdout)
+        diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "shm.size")
+        assert diff["outliers"] == "node2" and diff["groups"]["67108864"] == "node2"
+        assert diff["fix"] == f"clush -w node2 -- mount -o remount,size={diff['reference']} /dev/shm"
+    finally:
+        qb_cluster.run_on("node2", ["umount", "/dev/shm"], timeout=10)

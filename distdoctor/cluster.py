@@ -121,7 +121,8 @@ NODE_RULES: tuple[Rule, ...] = (
          "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'"),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm"),
+         "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm\n"
+         "# in a container: start it with --shm-size={reference} or --ipc=host"),
     # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
     Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
          "NCCL settings should be the same on every node; one set on some nodes only comes from a "

@@ -118,7 +118,8 @@ NODE_RULES: tuple[Rule, ...] = (
          "InfiniBand and RoCE ports need different NCCL settings", ""),
     Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
          "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'"),
+         "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'\n"
+         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}"),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
          "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm\n"

@@ -192,6 +192,8 @@ def run(args, host, expect: Mapping[str, object]) -> cluster.ClusterView:
         base = shlex.split(args.distdoctor) if args.distdoctor else [sys.executable, "-m", "distdoctor"]
         command = node_argv(base, args.timeout, args.only, args.skip)
         res = host.run(srun_argv(nodes, inside, command, args.timeout), timeout=args.timeout + SLACK)
+        if res.missing or res.error:
+            raise ValueError(f"cannot run srun ({res.describe()}): outside Slurm, name the hosts with --hosts")
         note = ""
         if not res.stdout.strip() and res.stderr.strip() and not res.timed_out:
             note = f" (srun: {res.stderr.strip().splitlines()[-1][:200]})"

@@ -66,3 +66,16 @@ def test_fleet_inside_an_srun_step_is_a_usage_error(monkeypatch):
     host = Host({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "n[1-2]"})
     with pytest.raises(ValueError, match="not under srun"):
         fleet.run(args, host, {})
+
+
+def test_fleet_without_srun_says_so():
+    import argparse
+
+    import pytest
+
+    from distdoctor.testing import FakeHost
+
+    args = argparse.Namespace(timeout=30.0, fanout=8, hosts=[], nodes="n[1-2]", distdoctor=None, only=[], skip=[],
+                              save=None, ssh_option=[])
+    with pytest.raises(ValueError, match="cannot run srun .*name the hosts with --hosts"):
+        fleet.run(args, FakeHost(), {})

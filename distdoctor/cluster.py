@@ -304,8 +304,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
           expect: Mapping[str, Any] | None = None, rules: Sequence[Rule] = NODE_RULES,
           command: str = "compare", host: str = "", started_at: str = "", duration: float = 0.0,
           context: RunContext | None = None) -> ClusterView:
-    """Compare node reports. `reports` must already be node reports (see node_facts); a node
-    whose document is not one goes to `missing` with the reason."""
+    """Compare node reports: {node: report document}. A document that is not a node report
+    (see check_node_report) goes to `missing` with the reason; `missing` also takes the nodes
+    the caller got nothing from."""
     members: dict[str, dict[str, Any]] = {}
     missing = list(missing)
     for node, doc in reports.items():

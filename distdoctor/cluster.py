@@ -25,6 +25,8 @@ from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, wors
 # Reports this code can read: the same MAJOR schema (docs/report.schema.json).
 SCHEMA_MAJOR = "1"
 _STATUS_BY_NAME = {s.value: s for s in Status}
+_RESULTS = frozenset(s.value for s in Status if s is not Status.SKIP)  # SKIP is not a result to compare
+_OK = Status.OK.value
 _IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
 
 
@@ -116,10 +118,12 @@ NODE_RULES: tuple[Rule, ...] = (
          "InfiniBand and RoCE ports need different NCCL settings", ""),
     Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
          "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'"),
+         "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'\n"
+         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}"),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm"),
+         "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm\n"
+         "# in a container: start it with --shm-size={reference} or --ipc=host"),
     # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
     Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
          "NCCL settings should be the same on every node; one set on some nodes only comes from a "
@@ -146,10 +150,9 @@ class NotAReport(ValueError):
     """A document that is not a distdoctor node report; the message says why in a few words."""
 
 
-def node_facts(doc: Any) -> dict[str, Any]:
-    """The flat facts one node report contributes: its inventory and `check.<id>` statuses.
-    Raises NotAReport for anything else (garbage, another tool's JSON, another schema MAJOR,
-    a fleet or compare report)."""
+def check_node_report(doc: Any) -> None:
+    """NotAReport unless doc is one node's `check` report (not garbage, another tool's JSON,
+    another schema MAJOR, a fleet, compare or whole-job report)."""
     if not isinstance(doc, dict):
         raise NotAReport("output is not a distdoctor report (not a JSON object)")
     tool = doc.get("tool")
@@ -159,15 +162,22 @@ def node_facts(doc: Any) -> dict[str, Any]:
     if version.split(".")[0] != SCHEMA_MAJOR:
         raise NotAReport(f"report schema {version or '(none)'} is not one this distdoctor reads ({SCHEMA_MAJOR}.x)")
     if doc.get("command") != "check":
-        raise NotAReport(f"a `{doc.get('command')}` report, not a node's `check` report")
+        raise NotAReport(f"a '{doc.get('command')}' report, not a node's 'check' report")
     if "cluster" in doc:
         raise NotAReport("a whole job's report, not one node's")
+
+
+def node_facts(doc: Any) -> dict[str, Any]:
+    """The flat facts one node report contributes: its inventory and `check.<id>` statuses.
+    Raises NotAReport for what is not a node report (see check_node_report)."""
+    check_node_report(doc)
     inventory = doc.get("inventory")
     facts: dict[str, Any] = dict(inventory) if isinstance(inventory, dict) else {}
     for run in doc["checks"]:
-        if (isinstance(run, dict) and isinstance(run.get("id"), str) and run.get("status") in _STATUS_BY_NAME
-                and run["status"] != Status.SKIP.value):
-            facts["check." + run["id"]] = run["status"]
+        if isinstance(run, dict):
+            check_id, status = run.get("id"), run.get("status")
+            if status in _RESULTS and isinstance(check_id, str):
+                facts["check." + check_id] = status
     return facts
 
 
@@ -182,8 +192,19 @@ def parse_report(text: str) -> dict[str, Any]:
         line = getattr(exc, "lineno", None)
         raise NotAReport("output is not a distdoctor report (not JSON" + (f": {exc.msg} at line {line})"
                          if line else ")")) from None
-    node_facts(doc)
+    check_node_report(doc)
     return doc
+
+
+def slim(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a node report the comparison reads (identity, status, inventory, each
+    check's result), without findings and evidence: 10,000 whole reports held at once cost
+    gigabytes and most of the time."""
+    out = {k: doc[k] for k in ("schema_version", "tool", "command", "host", "node", "status", "inventory")
+           if k in doc}
+    out["checks"] = [{"id": r.get("id"), "status": r.get("status")} for r in doc.get("checks", [])
+                     if isinstance(r, dict)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -204,6 +225,7 @@ class ClusterView:
     missing: list[Missing]
     outliers: list[str]
     per_node: dict[str, dict[str, Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)  # one per difference, in order
 
     @property
     def summary(self) -> str:
@@ -226,14 +248,13 @@ class ClusterView:
                 "outliers": fold(self.outliers),
                 "outlier_count": len(self.outliers),
                 "missing": {m.node: m.reason for m in self.missing},
-                "differences": [_diff_dict(d) for d in self.differences],
+                "differences": [_diff_dict(d, f) for d, f in zip(self.differences, self.findings)],
             },
             "nodes": self.per_node,
         }
 
 
-def _diff_dict(diff: engine.Difference) -> dict[str, Any]:
-    finding = engine.to_finding(diff)
+def _diff_dict(diff: engine.Difference, finding: Finding) -> dict[str, Any]:
     return {"fact": diff.key, "label": diff.rule.label, "status": diff.status.value, "basis": diff.basis,
             "reference": finding.evidence["reference"], "outliers": finding.evidence["outliers"],
             "groups": finding.evidence["groups"], "summary": finding.summary, "fix": finding.fix}
@@ -283,8 +304,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
           expect: Mapping[str, Any] | None = None, rules: Sequence[Rule] = NODE_RULES,
           command: str = "compare", host: str = "", started_at: str = "", duration: float = 0.0,
           context: RunContext | None = None) -> ClusterView:
-    """Compare node reports. `reports` must already be node reports (see node_facts); a node
-    whose document is not one goes to `missing` with the reason."""
+    """Compare node reports: {node: report document}. A document that is not a node report
+    (see check_node_report) goes to `missing` with the reason; `missing` also takes the nodes
+    the caller got nothing from."""
     members: dict[str, dict[str, Any]] = {}
     missing = list(missing)
     for node, doc in reports.items():
@@ -303,8 +325,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    for diff in diffs:
-        findings[_run_of(diff)].append(engine.to_finding(diff))
+    diff_findings = [engine.to_finding(diff) for diff in diffs]
+    for diff, finding in zip(diffs, diff_findings):
+        findings[_run_of(diff)].append(finding)
 
     ok_text = {
         "cluster.reports": f"all {len(members)} nodes answered with a report",
@@ -331,7 +354,10 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
     for node, doc in reports.items():
         if node not in members:
             continue
-        checks = {k[len("check."):]: v for k, v in members[node].items() if k.startswith("check.")}
+        # Only what did not end OK: the node's own status says the rest, and 10,000 nodes times
+        # every check would make the document mostly "ok".
+        checks = {k[len("check."):]: v for k, v in members[node].items()
+                  if k.startswith("check.") and v != _OK}
         per_node[node] = {"host": str(doc.get("host", node)), "status": str(doc.get("status", "ok")),
                           "outlier_in": odd_in.get(node, []), "checks": checks}
     for m in missing:
@@ -341,7 +367,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
     context = context or RunContext("none", f"{len(members) + len(missing)} node reports")
     report = Report(__version__, host, context, started_at or "1970-01-01T00:00:00.000Z", duration,
                     tuple(runs), command)
-    return ClusterView(report, sorted(members), diffs, missing, outliers, per_node)
+    return ClusterView(report, sorted(members), diffs, missing, outliers, per_node, diff_findings)
 
 
 # --- one report per job -------------------------------------------------------------------------

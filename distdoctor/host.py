@@ -261,14 +261,43 @@ class Host:
 
     # --- names and sockets ----------------------------------------------------------------
 
-    def write_stdout_once(self, data: bytes) -> None:
-        """data to fd 1 in one write(2) where the pipe takes it whole: a launcher that forwards
-        several tasks' output then never splits one task's line with another's."""
-        sys.stdout.flush()
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
+    def fan_out(self, hosts: Sequence[str], argv: Sequence[str], fanout: int, timeout: float,
+                ssh_options: Sequence[str] = ()) -> dict[str, CommandResult]:
+        """argv on every host over ssh through ClusterShell, at most `fanout` at once, each
+        bounded by `timeout`. ssh runs in batch mode with host-key checking as configured (never
+        turned off here): an unknown host key is that host's error, not a prompt."""
+        import shlex
+
+        from ClusterShell.NodeSet import NodeSet
+        from ClusterShell.Task import task_self
+
+        task = task_self()
+        task.set_info("fanout", max(1, fanout))
+        task.set_info("connect_timeout", max(1, min(10, int(timeout))))
+        task.set_info("ssh_options", " ".join(shlex.quote(o) for o in ["-oBatchMode=yes", *ssh_options]))
+        task.set_default("stderr", True)
+        start = time.monotonic()
+        task.shell(shlex.join(argv), nodes=NodeSet.fromlist(hosts), timeout=timeout)
+        task.run(timeout=timeout + 5)
+        duration = time.monotonic() - start
+        out = {str(n): b"" for n in hosts}
+        err = dict(out)
+        for buf, nodes in task.iter_buffers():
+            for n in nodes:
+                out[str(n)] = bytes(buf)
+        for buf, nodes in task.iter_errors():
+            for n in nodes:
+                err[str(n)] = bytes(buf)
+        codes = {str(n): rc for rc, nodes in task.iter_retcodes() for n in nodes}
+        late = {str(n) for n in task.iter_keys_timeout()}
+        results = {}
+        for name in hosts:
+            results[name] = CommandResult(tuple(argv), None if name in late else codes.get(name),
+                                          out[name][:MAX_OUTPUT].decode("utf-8", "replace"),
+                                          err[name][:MAX_OUTPUT].decode("utf-8", "replace"), duration,
+                                          timed_out=name in late,
+                                          error="" if name in codes or name in late else "no result")
+        return results
 
     def hostname(self) -> str:
         return socket.gethostname()

@@ -39,10 +39,28 @@ from typing import Any, Mapping
 from distdoctor import hostlist
 from distdoctor.model import RunContext
 
-MAX_FRAME = 64 * 1024 * 1024
+MAX_FRAME = 16 * 1024 * 1024  # a node report is tens of KiB; this bounds what a stranger makes rank 0 hold
 PORT_BASE = 30000  # nccl-test derives from 20000-29999; a check and an nccl-test of one step never collide
 PORT_SPAN = 2000
 SECRET_FILE = os.path.join("~", ".config", "distdoctor", "job-secret")
+
+
+class Unauthentic(ValueError):
+    """A message whose HMAC does not match; `claimed` is the node it says it is from (only a
+    label for the finding: nothing in it is trusted)."""
+
+    def __init__(self, message: str, claimed: str = ""):
+        super().__init__(message)
+        self.claimed = claimed
+
+
+class Refused(Exception):
+    """Rank 0 could not authenticate this node's report. Rank 0 says so unsigned (it shares no
+    key with the sender): it only stops the sender's retries, which a stranger able to break
+    the connection could do anyway."""
+
+
+REFUSAL = struct.pack(">I", 0) + bytes(32)
 
 
 class GatherError(Exception):
@@ -77,34 +95,39 @@ def plan(ctx: RunContext, env: Mapping[str, str], hostname: str, each_task: bool
     me = node_name(env, hostname)
     if each_task or ctx.kind not in ("slurm-step", "mpirun", "torchrun") or not ctx.world_size or ctx.world_size < 2:
         return Plan("alone", node=me)
-    expected: tuple[str, ...] = ()
-    if ctx.kind == "slurm-step" or env.get("SLURM_STEP_NODELIST"):
-        try:
-            expected = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
-        except hostlist.HostlistError:
-            expected = ()
+    hosts: tuple[str, ...] = ()
+    try:
+        hosts = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
+    except hostlist.HostlistError:
+        pass
     nodes = _int(env, "SLURM_STEP_NUM_NODES") if ctx.kind == "slurm-step" else None
     if nodes is None and ctx.local_world_size:
         nodes = max(1, ctx.world_size // ctx.local_world_size)
     if nodes is None:
-        nodes = len(expected) or 1
+        nodes = len(hosts) or 1
+    # The nodes to name when they do not answer: Slurm's list, when it is this job's nodes
+    # (mpirun -np 2 in a 4-node allocation uses only some of them).
+    expected = hosts if len(hosts) == nodes else ()
     local = ctx.local_rank if ctx.local_rank is not None else ctx.rank
     if local:
         return Plan("quiet", nodes, expected, node=me)
     if nodes == 1:
         return Plan("solo", nodes, expected, node=me)
     address = (env.get("MASTER_ADDR") or "").strip()
-    if not address and ctx.kind == "slurm-step" and expected:
-        address = expected[0]
+    if not address and hosts and (ctx.kind == "slurm-step" or env.get("SLURM_JOB_ID")):
+        # srun puts task 0 on the step's first node; mpirun inside an allocation maps rank 0
+        # to the first node too (by slot, the default)
+        address = hosts[0]
     if not address and ctx.kind == "mpirun":
         uri = env.get("OMPI_MCA_orte_hnp_uri", "")
         if "tcp://" in uri:
             address = uri.split("tcp://", 1)[1].split(",")[0].split(":")[0].split(";")[0]
     seed = ""
-    if ctx.job_id:
-        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
-    elif env.get("OMPI_MCA_ess_base_jobid"):
+    if ctx.kind == "mpirun" and env.get("OMPI_MCA_ess_base_jobid"):
+        # not Slurm's ids: ranks on mpirun's own node run outside the step its daemons run in
         seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
+    elif ctx.job_id:
+        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
     elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
         seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}:{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
     raw = (env.get("DISTDOCTOR_GATHER_PORT") or "").strip()
@@ -122,6 +145,20 @@ def plan_problem(p: Plan) -> str:
     if not p.seed:
         return "the launcher gives no job id to bind the reports to"
     return ""
+
+
+def bind_address(host, name: str) -> str:
+    """The address rank 0 listens on: its rendezvous name as resolved here, and only if that is
+    one of this host's own, non-loopback addresses (peers on other nodes must reach it)."""
+    resolved = host.resolve(name, timeout=5.0)
+    if not resolved.addresses:
+        raise GatherError(f"rank 0's host {name} does not resolve: {resolved.error or 'no address'}")
+    mine = {a.get("address", "").split("%")[0] for addrs in host.net_if_addrs().values() for a in addrs}
+    for addr in resolved.addresses:
+        if addr in mine and not addr.startswith("127.") and addr != "::1":
+            return addr
+    raise GatherError(f"rank 0's host {name} resolves to {', '.join(resolved.addresses)}, not to an "
+                      f"address of this host that other nodes can reach")
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -199,9 +236,18 @@ def read_frame(sock: socket.socket, key: bytes, deadline: float) -> dict[str, An
     if length > MAX_FRAME:
         raise ValueError(f"message of {length} bytes is over the limit")
     mac = _recv_exact(sock, 32, deadline)
+    if length == 0 and mac == bytes(32):
+        raise Refused("rank 0 could not authenticate this node's report: its job secret differs")
     data = _recv_exact(sock, length, deadline)
     if not hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()):
-        raise ValueError("report failed authentication (another job, or a node without this job's secret)")
+        claimed = ""
+        try:
+            said = json.loads(data)
+            claimed = str(said.get("node", ""))[:64] if isinstance(said, dict) else ""
+        except ValueError:
+            pass
+        raise Unauthentic("report failed authentication (another job, or a node without this job's secret)",
+                          claimed)
     body = json.loads(data)
     if not isinstance(body, dict):
         raise ValueError("message is not a JSON object")
@@ -217,7 +263,7 @@ class Gatherer:
         self.plan = p
         self.key = key
         self.reports: dict[str, dict[str, Any]] = {}
-        self.rejected: list[str] = []
+        self.rejected: dict[str, str] = {}  # node (as it claims, else its address) -> why
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
@@ -257,14 +303,22 @@ class Gatherer:
                 conn.settimeout(5)
                 conn.sendall(frame(self.key, {"ok": True, "node": node}))
             except (OSError, ValueError, TimeoutError) as exc:
+                claimed = getattr(exc, "claimed", "")
+                if isinstance(exc, Unauthentic):
+                    try:
+                        conn.settimeout(2)
+                        conn.sendall(REFUSAL)
+                    except OSError:
+                        pass
                 with self._changed:
-                    self.rejected.append(f"{peer[0]}: {exc}")
+                    self.rejected[claimed or peer[0]] = f"{exc} (from {peer[0]})"
                     self._changed.notify_all()
 
     def wait(self, others: int, deadline: float) -> dict[str, dict[str, Any]]:
         """The reports received by the deadline, or sooner when `others` nodes answered."""
         with self._changed:
-            while len(self.reports) < others:
+            # A node refused once will not do better: it counts as answered.
+            while len(self.reports) + len(set(self.rejected) - set(self.reports)) < others:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -290,6 +344,8 @@ def send_report(p: Plan, key: bytes, report: dict[str, Any], deadline: float) ->
                 sock.sendall(message)
                 reply = read_frame(sock, key, min(deadline, time.monotonic() + 10))
                 return "" if reply.get("ok") else "rank 0 refused the report"
+        except Refused as exc:
+            return str(exc)
         except (OSError, ValueError, TimeoutError) as exc:
             last = str(exc) or type(exc).__name__
             time.sleep(0.2)

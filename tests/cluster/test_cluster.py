@@ -127,7 +127,7 @@ def test_missing_and_garbage_nodes_are_named_and_the_rest_compared():
     ([1, 2], "not a JSON object"),
     ({"tool": {"name": "other"}, "checks": []}, "output is not a distdoctor report"),
     (dict(node_report("a"), schema_version="2.0"), "report schema 2.0 is not one this distdoctor reads"),
-    (dict(node_report("a"), command="fleet"), "a `fleet` report, not a node's `check` report"),
+    (dict(node_report("a"), command="fleet"), "a 'fleet' report, not a node's 'check' report"),
 ])
 def test_not_a_node_report(doc, reason):
     with pytest.raises(cluster.NotAReport, match=reason.replace("(", r"\(").replace(".", r"\.")):

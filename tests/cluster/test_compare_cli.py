@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.cluster.reports import fleet
 from tests.conftest import distdoctor_argv, load_report
 
@@ -51,8 +53,8 @@ def test_compare_expect_from_the_command_line(tmp_path):
 
 
 def test_compare_a_real_check_report_with_itself_renamed(tmp_path):
-    """A report `check` really wrote, and a copy claiming another host: both read, nothing odd
-    but the shared identity (the copy has this host's boot id)."""
+    """A report `check` really wrote, and a copy claiming another host: both read, and the
+    copy's inventory still presents this host's hostname and NCCL host hash: one host to NCCL."""
     real = tmp_path / "real.json"
     done = _run("check", "--format", "json", "--only", "core,net", "-o", str(real), timeout=120)
     assert done.returncode in (0, 1, 2), done.stderr
@@ -62,6 +64,8 @@ def test_compare_a_real_check_report_with_itself_renamed(tmp_path):
     out = _run("compare", "--json", str(real), str(tmp_path / "copy.json"))
     report = load_report(out.stdout)
     assert report["cluster"]["answered"] == 2 and set(report["nodes"]) == {doc["host"], json.loads(real.read_text())["host"]}
+    shared = {d["fact"] for d in report["cluster"]["differences"] if d["basis"] == "duplicate"}
+    assert "host.name" in shared and out.returncode == 1
 
 
 def test_compare_bad_files_is_a_clear_error_naming_each_file(tmp_path):
@@ -82,3 +86,23 @@ def test_compare_bad_files_is_a_clear_error_naming_each_file(tmp_path):
 def test_compare_bad_expect_is_a_usage_error(tmp_path):
     out = _run("compare", "--expect", "gpu.count", *_save(tmp_path, fleet(2)))
     assert out.returncode == 64 and "write FACT=VALUE" in out.stderr
+
+
+def test_fail_on_warn_makes_a_warning_difference_fail(tmp_path):
+    paths = _save(tmp_path, fleet(3, gpu002={"shm.size": 67108864}))
+    assert _run("compare", *paths).returncode == 0
+    assert _run("compare", "--fail-on", "warn", *paths).returncode == 1
+
+
+def test_compare_expect_table_from_the_config_file(tmp_path):
+    from distdoctor.config import Config
+
+    if not hasattr(Config(), "expect"):
+        pytest.skip("this tree's config has no [expect] table yet")
+    paths = _save(tmp_path, fleet(3, gpu003={"gpu.driver": "535.54.03"}))
+    cfg = tmp_path / "site.toml"
+    cfg.write_text('[expect]\n"gpu.driver" = "535.54.03"\n"gpu.count" = 8\n')
+    out = _run("compare", "--json", "--config", str(cfg), *paths)
+    doc = load_report(out.stdout)
+    (diff,) = doc["cluster"]["differences"]
+    assert diff["basis"] == "expected" and diff["outliers"] == "gpu[001-002]" and out.returncode == 1

@@ -54,11 +54,33 @@ def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tm
                       "[ \"$SLURM_NODEID\" = 1 ] && export DISTDOCTOR_JOB_SECRET=not-the-jobs-secret-0123456789abcdef\n"
                       f"exec {' '.join(distdoctor_argv())} \"$@\"\n")
     script.chmod(0o755)
-    proc = qb_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "5"],
+    import time
+
+    start = time.monotonic()
+    proc = qb_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "20"],
                            env=job_env, timeout=120)
+    took = time.monotonic() - start
     doc = load_report(proc.stdout)
+    assert took < 20, took  # the refused node stops at once, and rank 0 stops waiting for it
+    assert "rank 0 could not authenticate this node's report" in proc.stderr
     assert doc["cluster"]["answered"] == 1
     assert "node2" in doc["cluster"]["missing"]
     reports = next(c for c in doc["checks"] if c["id"] == "cluster.reports")
     assert reports["status"] == "fail"
-    assert any("refused" in f["summary"] and "authentication" in f["summary"] for f in reports["findings"]), reports
+    [refused] = [f for f in reports["findings"] if f["status"] == "fail"]
+    assert refused["summary"].startswith("node2: its report was refused: report failed authentication"), refused
+
+
+def test_the_job_report_names_the_node_with_another_mtu(qb_cluster, job_env):
+    qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
+    try:
+        proc = qb_cluster.srun(["-N3", "-n6", *distdoctor_argv(), "check", "--format", "json"], env=job_env,
+                               timeout=120)
+        doc = load_report(proc.stdout)
+        diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "net.if.eth0.mtu")
+        assert diff["outliers"] == "node2" and diff["reference"] == 1500
+        assert diff["fix"] == "clush -w node2 -- ip link set dev eth0 mtu 1500"
+        assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
+        assert proc.returncode == 1
+    finally:
+        qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)

@@ -91,3 +91,42 @@ def test_secret_file_is_made_private_once(tmp_path, monkeypatch):
     path = tmp_path / ".config" / "distdoctor" / "job-secret"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert jobreport.read_secret({"DISTDOCTOR_JOB_SECRET": "given"}) == b"given"
+
+
+def test_a_report_with_another_key_is_refused_at_once_and_named_by_its_claim():
+    p = jobreport.Plan("gatherer", 2, ("a", "b"), "127.0.0.1", 0, "slurm:7.0", "a")
+    g = jobreport.Gatherer(p, jobreport.job_key(b"k" * 32, p.seed), "127.0.0.1")
+    try:
+        sender = jobreport.Plan("leader", 2, ("a", "b"), "127.0.0.1", g.sock.getsockname()[1], "slurm:7.0", "b")
+        start = time.monotonic()
+        why = jobreport.send_report(sender, jobreport.job_key(b"x" * 32, p.seed), {"host": "b"}, time.monotonic() + 20)
+        assert time.monotonic() - start < 5
+        assert why == "rank 0 could not authenticate this node's report: its job secret differs"
+        assert g.wait(1, time.monotonic() + 5) == {}
+        assert list(g.rejected) == ["b"] and "failed authentication" in g.rejected["b"]
+    finally:
+        g.close()
+
+
+def test_mpirun_meets_on_the_first_node_inside_slurm_else_on_mpiruns_host():
+    env = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_MCA_ess_base_jobid": "123",
+           "OMPI_MCA_orte_hnp_uri": "123.0;tcp://10.0.0.5:4242"}
+    p = _plan(env)
+    assert (p.role, p.nodes, p.address, p.seed) == ("leader", 2, "10.0.0.5", "ompi:123")
+    inside = dict(env, SLURM_JOB_ID="9", SLURM_JOB_NODELIST="gpu[01-02]")
+    assert _plan(inside).address == "gpu01"
+
+
+def test_rank_0_listens_only_on_its_own_routable_address():
+    from distdoctor.testing import FakeHost
+
+    addrs = {"lo": [{"family": "inet", "address": "127.0.0.1"}], "eth0": [{"family": "inet", "address": "10.1.0.11"}]}
+    host = FakeHost(if_addrs=addrs, resolve={"node1": ["10.1.0.11"], "vm": ["127.0.1.1"], "node2": ["10.1.0.12"]})
+    assert jobreport.bind_address(host, "node1") == "10.1.0.11"
+    with pytest.raises(jobreport.GatherError, match="not to an address of this host"):
+        jobreport.bind_address(host, "vm")  # a name mapped to loopback: the other nodes cannot reach it
+    with pytest.raises(jobreport.GatherError, match="not to an address of this host"):
+        jobreport.bind_address(host, "node2")  # MASTER_ADDR names another host
+    with pytest.raises(jobreport.GatherError, match="does not resolve"):
+        jobreport.bind_address(host, "nowhere")

@@ -75,8 +75,10 @@ def test_keys_in_the_docs_json_examples_exist():
     wrong = []
     for name, text in _docs().items():
         for block in re.findall(r"```json\n(.*?)```", text, re.S):
+            values = set(re.findall(r':\s*"([^"]*)"', block))
             for key in re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:', block):
-                if key not in known:
+                # a key the example also shows as a value is data (a node's name), not a field
+                if key not in known and key not in values:
                     wrong.append(f"{name}: JSON example has a key {key!r} that no report has")
     assert not wrong, "\n".join(wrong)
 

@@ -37,7 +37,7 @@ def statuses(report: dict) -> dict[str, str]:
 
 
 def check_in_job(cluster, srun_args: list[str], only: str, env=None, timeout=90) -> dict[int, dict]:
-    proc = cluster.srun(["-l", *srun_args, *distdoctor_argv(), "check", "--only", only, "--format", "json"],
+    proc = cluster.srun(["-l", *srun_args, *distdoctor_argv(), "check", "--each-task", "--only", only, "--format", "json"],
                         env=env, timeout=timeout)
     got = reports(proc.stdout)
     assert got, f"no report: rc={proc.returncode}\n{proc.stderr}"
@@ -69,7 +69,7 @@ def test_consistent_srun_is_ok_on_every_task_of_both_nodes(slurm_cluster):
 
 def test_correct_torch_wiring_from_the_documented_fix_is_ok(slurm_cluster):
     got = batch(slurm_cluster, TORCH_WIRING_FIX.replace("python train.py",
-                                                         f"{DD} check --only slurm.torch-wiring --format json")
+                                                         f"{DD} check --each-task --only slurm.torch-wiring --format json")
                 .replace("srun bash", "srun -l bash"))
     assert sorted(got) == [0, 1, 2, 3]
     for task, report in got.items():
@@ -103,7 +103,7 @@ def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
     # the per-task values are right except for the one variable under test
     per_task = " ".join(f"{k}=$SLURM_{v}" for k, v in (("RANK", "PROCID"), ("LOCAL_RANK", "LOCALID"))
                         if k != name)
-    cmd = f"{DD} check --only slurm.torch-wiring --format json"
+    cmd = f"{DD} check --each-task --only slurm.torch-wiring --format json"
     srun_line = f"srun -l bash -c 'export {per_task}; exec {cmd}'\n"
     got = batch(slurm_cluster, "\n".join(exports.values()) + "\n" + srun_line)
     assert sorted(got) == [0, 1, 2, 3]
@@ -128,7 +128,7 @@ def test_wrong_torch_wiring_fails_and_the_pasted_fix_works(slurm_cluster, name):
 
 
 def test_sbatch_without_srun_warns_and_srun_fixes_it(slurm_cluster):
-    cmd = f"{DD} check --only slurm --format json"
+    cmd = f"{DD} check --each-task --only slurm --format json"
     _job, out = slurm_cluster.sbatch(f"#!/bin/bash\n{cmd}\n", ["-N2", "-n2"], timeout=90)
     report = load_report(out)
     assert report["host"] == "node1" and report["context"]["kind"] == "slurm-batch"
@@ -146,7 +146,7 @@ def test_sbatch_without_srun_warns_and_srun_fixes_it(slurm_cluster):
 def test_malformed_variable_in_a_real_task_fails_naming_it(slurm_cluster):
     proc = slurm_cluster.srun(["-l", "-N2", "-n2", "bash", "-c",
                                f'export SLURM_TASKS_PER_NODE="2(x)" SLURM_STEP_NODELIST="node[1-2"; '
-                               f"exec {DD} check --only slurm --format json"], timeout=90)
+                               f"exec {DD} check --each-task --only slurm --format json"], timeout=90)
     got = reports(proc.stdout)
     assert sorted(got) == [0, 1], proc.stderr
     for report in got.values():
@@ -226,7 +226,7 @@ def torchrun_reports(cluster, outdir: str) -> dict[int, dict]:
 def _torchrun_worker(outdir: str) -> str:
     # Each worker writes its own report (several workers share one srun task's stdout) and exits
     # 0: torchrun stops the other workers as soon as one fails, and a FAIL finding exits 1.
-    return f"--no-python bash -c '{DD} check --only slurm --format json > {outdir}/$RANK.json; exit 0'"
+    return f"--no-python bash -c '{DD} check --each-task --only slurm --format json > {outdir}/$RANK.json; exit 0'"
 
 
 def test_torchrun_nproc_against_gpus_fails_and_the_pasted_fix_works(slurm_gpu_cluster):
@@ -266,7 +266,7 @@ def test_step_on_a_later_node_needs_the_steps_master_addr(slurm_cluster):
     train = os.path.join(slurm_cluster.base, "train-wiring.sh")
     with open(train, "w") as fh:  # stands for the user's program: it reads the wiring it was given
         fh.write("export WORLD_SIZE=$SLURM_NTASKS RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID\n"
-                 f"exec {DD} check --only slurm.torch-wiring --format json\n")
+                 f"exec {DD} check --each-task --only slurm.torch-wiring --format json\n")
     step = "srun -w node2 -N1 -n2 -l"
     broken = (f"{BASE['MASTER_ADDR']}\n{BASE['MASTER_PORT']}\n{step} bash {train}\n")
     got = batch(slurm_cluster, broken, args=("-N2", "-n4"))

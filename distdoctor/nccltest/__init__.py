@@ -6,7 +6,7 @@
 
 torch is imported only inside this package's run path, never by `distdoctor check`.
 Modules: rendezvous (who am I, where do we meet), interface (which address), fingerprint,
-compare (cross-rank), mesh (pairwise TCP), collectives, bench, session (one rank's protocol),
+compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives, bench, session (one rank's protocol),
 report, watchdog (the outer bound), local (--local N).
 """
 
@@ -17,14 +17,16 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 
 from distdoctor.model import EXIT_ERROR, EXIT_USAGE
 
 # Followers wait this much past rank 0's bound, so that rank 0 reports first.
 FOLLOWER_GRACE_S = 2.0
 INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python ({python}).\n"
-                "Install it with:  pip install 'distdoctor[torch]'\n"
-                "(or use the Python environment your training jobs run in)")
+                "Run distdoctor from the Python environment your training jobs use, or install torch here:\n"
+                "  {python} -m pip install torch\n"
+                "(CPU-only, to try it out: {python} -m pip install torch --index-url https://download.pytorch.org/whl/cpu)")
 
 
 DESCRIPTION = """\
@@ -55,8 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start N ranks on this machine (no launcher needed)")
     parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                         help="force a backend (default: nccl when every rank has CUDA, else gloo)")
-    parser.add_argument("--mesh", action=argparse.BooleanOptionalAction, default=None,
-                        help="check TCP between every pair of ranks first (default: on when the job spans hosts)")
+    parser.add_argument("--mesh", nargs="?", const="auto", choices=("auto", "full"), default=None,
+                        help="check TCP and time a transfer between hosts first (default: on when the job spans "
+                        "hosts); every pair of hosts up to 32 hosts, above that a plan in which every host sends "
+                        "and receives ('full': every pair whatever the size)")
+    parser.add_argument("--no-mesh", action="store_false", dest="mesh", help="skip the mesh check")
     parser.add_argument("--bench", action="store_true", help="all_reduce message-size sweep (like nccl-tests)")
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")
@@ -124,7 +129,10 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
         # c10d logs every retry and timeout with C++ stack frames; the report says it better.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     try:
-        import torch
+        with warnings.catch_warnings():
+            # torch warns on every rank when numpy is missing; nccl-test never touches numpy.
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            import torch
     except Exception as exc:  # installed but broken (missing libraries, ABI mismatch)
         print(f"distdoctor nccl-test: torch is installed but cannot be imported: {exc}\n"
               f"{INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)

@@ -84,7 +84,7 @@ def forwarded_argv(args) -> list[str]:
     if args.backend:
         argv += ["--backend", args.backend]
     if args.mesh is not None:
-        argv.append("--mesh" if args.mesh else "--no-mesh")
+        argv += ["--mesh", args.mesh] if args.mesh else ["--no-mesh"]
     if args.bench:
         argv += ["--bench", "-b", str(args.minbytes), "-e", str(args.maxbytes), "-f", str(args.stepfactor),
                  "--iters", str(args.iters)]

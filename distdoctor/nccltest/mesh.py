@@ -7,6 +7,11 @@ rank connects to every other one, before any collective is tried. A connection c
 when the peer answers the job's token with its own rank, so a stray service on a recycled
 port, or another job, never passes for a peer.
 
+A probe may also time a transfer (`nbytes` after the handshake, answered with `GOT <n>`): the
+handshake is a few bytes, the transfer a mid-size message, so "small passes, large stalls"
+(an MTU mismatch along the path) is told apart from "no connection", and a throttled host or
+link shows as a low rate next to the others'.
+
 The sockets live here rather than in distdoctor.host because this is a protocol between
 ranks of one job, not a probe of the machine.
 """
@@ -19,9 +24,13 @@ import queue
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 MAGIC = "DDNT1"
+# A peer may ask to send at most this much: a stranger cannot make a listener read forever.
+MAX_TRANSFER = 64 << 20
+_CHUNK = 64 << 10
 _ERRNO_NAMES = {errno.ECONNREFUSED: "refused", errno.ETIMEDOUT: "timeout", errno.EHOSTUNREACH: "no route",
                 errno.ENETUNREACH: "unreachable", errno.ECONNRESET: "reset", errno.EACCES: "denied",
                 errno.EPERM: "denied"}
@@ -66,40 +75,110 @@ class Listener:
         with conn:
             try:
                 conn.settimeout(10)
-                line = conn.recv(256).decode("ascii", "replace").split()
+                line = _read_line(conn, 256).decode("ascii", "replace").split()
                 # A peer may connect before rank 0's token reached this rank: wait for it.
-                if len(line) == 3 and line[0] == MAGIC and self._token_set.wait(10) and self._token \
-                        and hmac.compare_digest(line[1], self._token):
+                if len(line) in (3, 4) and line[0] == MAGIC and self._token_set.wait(10) and self._token \
+                        and hmac.compare_digest(line[1].encode(), self._token.encode()):
                     conn.sendall(f"OK {self.rank}\n".encode())
                 else:
                     conn.sendall(b"NO\n")
-            except OSError:
+                    return
+                size = int(line[3]) if len(line) == 4 and line[3].isdigit() else 0
+                if 0 < size <= MAX_TRANSFER:
+                    got = 0
+                    while got < size:
+                        chunk = conn.recv(min(_CHUNK, size - got))
+                        if not chunk:
+                            return
+                        got += len(chunk)
+                    conn.sendall(f"GOT {got}\n".encode())
+            except (OSError, ValueError):
                 pass
+
+
+def _read_line(conn: socket.socket, limit: int) -> bytes:
+    """One line, at most limit bytes: a peer sending garbage without a newline is cut off."""
+    data = b""
+    while b"\n" not in data and len(data) < limit:
+        chunk = conn.recv(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One directed probe: status 'ok' or why not; rate_gbs of the timed transfer (0 without
+    one); moved: bytes the peer confirmed, or the bytes sent before a transfer stalled."""
+
+    status: str
+    rate_gbs: float = 0.0
+    seconds: float = 0.0
+    moved: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "rate_gbs": round(self.rate_gbs, 6), "seconds": round(self.seconds, 6),
+                "moved": self.moved}
 
 
 def probe(rank: int, address: str, port: int, token: str, my_rank: int, timeout: float) -> str:
     """'ok' or why not: timeout, refused, no route, no answer, rejected, wrong peer."""
+    return probe_transfer(rank, address, port, token, my_rank, timeout, 0).status
+
+
+def probe_transfer(rank: int, address: str, port: int, token: str, my_rank: int, timeout: float,
+                   nbytes: int, transfer_timeout: float | None = None) -> Probe:
+    """The handshake, then (nbytes > 0) a timed transfer of nbytes. A transfer that does not
+    complete is 'stalled' with the bytes that left before it stopped: the handshake got through,
+    so the path carries small packets but not full-size ones."""
     if not address or not port:
-        return "no address"
+        return Probe("no address")
     start = time.monotonic()
     try:
         sock = socket.create_connection((address, port), timeout=timeout)
     except socket.timeout:
-        return "timeout"
+        return Probe("timeout")
     except OSError as exc:
-        return _ERRNO_NAMES.get(exc.errno, exc.strerror or "error")
+        return Probe(_ERRNO_NAMES.get(exc.errno, exc.strerror or "error"))
     with sock:
         try:
             sock.settimeout(max(0.2, timeout - (time.monotonic() - start)))
-            sock.sendall(f"{MAGIC} {token} {my_rank}\n".encode())
-            reply = sock.recv(64).decode("ascii", "replace").split()
+            sock.sendall(f"{MAGIC} {token} {my_rank}{f' {nbytes}' if nbytes > 0 else ''}\n".encode())
+            reply = _read_line(sock, 64).decode("ascii", "replace").split()
         except socket.timeout:
-            return "no answer"
+            return Probe("no answer")
         except OSError as exc:
-            return _ERRNO_NAMES.get(exc.errno, exc.strerror or "error")
-    if reply[:1] == ["OK"]:
-        return "ok" if reply[1:2] == [str(rank)] else "wrong peer"
-    return "rejected" if reply[:1] == ["NO"] else "no answer"
+            return Probe(_ERRNO_NAMES.get(exc.errno, exc.strerror or "error"))
+        if reply[:1] != ["OK"]:
+            return Probe("rejected" if reply[:1] == ["NO"] else "no answer")
+        if reply[1:2] != [str(rank)]:
+            return Probe("wrong peer")
+        if nbytes <= 0:
+            return Probe("ok")
+        return _transfer(sock, nbytes, transfer_timeout or timeout)
+
+
+def _transfer(sock: socket.socket, nbytes: int, timeout: float) -> Probe:
+    payload = memoryview(bytes(min(_CHUNK, nbytes)))
+    sent = 0
+    start = time.monotonic()
+    end = start + timeout
+    try:
+        while sent < nbytes:
+            sock.settimeout(max(0.05, end - time.monotonic()))
+            sent += sock.send(payload[:min(len(payload), nbytes - sent)])
+        sock.settimeout(max(0.05, end - time.monotonic()))
+        reply = _read_line(sock, 64).decode("ascii", "replace").split()
+    except socket.timeout:
+        return Probe("stalled", 0.0, time.monotonic() - start, sent)
+    except OSError as exc:
+        return Probe("stalled" if sent else _ERRNO_NAMES.get(exc.errno, exc.strerror or "error"), 0.0,
+                     time.monotonic() - start, sent)
+    seconds = max(1e-9, time.monotonic() - start)
+    if reply[:2] != ["GOT", str(nbytes)]:
+        return Probe("stalled", 0.0, seconds, sent)
+    return Probe("ok", nbytes / seconds / 1e9, seconds, nbytes)
 
 
 def probe_seconds(peers: int, timeout: float, parallel: int = 64) -> float:
@@ -158,3 +237,24 @@ def summarize_blocked(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int,
     shown = [f"{s}({hosts.get(s, '?')})->{d}({hosts.get(d, '?')}): {st}" for s, d, st in pairs[:limit]]
     more = f" and {len(pairs) - limit} more" if len(pairs) > limit else ""
     return "; ".join(shown) + more
+
+
+def probe_hosts(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, timeout: float, nbytes: int,
+                budget: float, parallel: int = 64) -> dict[int, Probe]:
+    """A host leader's probes: handshakes with every peer leader at once (bounded), then one timed
+    transfer at a time, in the given order, to those that answered, until the budget (seconds)
+    is spent. One at a time so that the rates measure the link, not this host's own contention;
+    the order (see hostmesh.targets) keeps two senders off one receiver."""
+    end = time.monotonic() + budget
+    order = list(peers)
+    statuses = probe_all(peers, token, my_rank, timeout, parallel)
+    out = {r: Probe(statuses[r]) for r in order}
+    if nbytes <= 0:
+        return out
+    for rank in order:
+        left = end - time.monotonic()
+        if statuses[rank] != "ok" or left < timeout:
+            continue  # not timed: 'ok' without a rate, never a false stall cut short by the budget
+        address, port = peers[rank]
+        out[rank] = probe_transfer(rank, address, port, token, my_rank, timeout, nbytes)
+    return out

@@ -18,6 +18,7 @@ port, the one the report names.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import secrets
@@ -29,7 +30,7 @@ from typing import Any
 from distdoctor.api import fail, ok, skip, warn
 from distdoctor.model import Finding, RunContext, Status
 from distdoctor.nccltest import bench as bench_mod
-from distdoctor.nccltest import collectives, compare, fingerprint, interface, mesh
+from distdoctor.nccltest import collectives, compare, fingerprint, hostmesh, interface, mesh
 from distdoctor.nccltest import report as report_mod
 from distdoctor.nccltest.rendezvous import Endpoint, Identity, expected_rank_hosts, step_hosts
 
@@ -334,19 +335,23 @@ class RankRun:
     def lead_tests(self, fp: dict[str, Any], listener) -> int:
         backend, notes = self.choose_backend()
         self.recorder.extra["backend"] = backend
-        spans = len({(f["host"], f.get("boot_id")) for f in self.fps}) > 1 or len({f.get("address") for f in self.fps}) > 1
-        do_mesh = spans if self.args.mesh is None else self.args.mesh
+        hmap = hostmesh.group(self.fps)
+        spans = len(hmap.hosts) > 1
+        do_mesh = spans if self.args.mesh is None else bool(self.args.mesh)
+        if do_mesh and not spans:
+            hmap = hostmesh.per_rank(self.fps)  # --mesh on one host: rank to rank
         blocker = self.gloo_address_problem() if backend == "gloo" else self.nccl_missing()
         token = secrets.token_hex(16)
         probe_timeout = min(3.0, max(0.5, self.left() / 4))
+        leaders = [hmap.leader(i) for i in range(len(hmap.hosts))]
         plan = {"go": True, "backend": backend, "mesh": bool(do_mesh and listener), "token": token,
-                "probe_timeout": probe_timeout,
-                "peers": {str(f["rank"]): [f.get("address") or "", f.get("mesh_port") or 0] for f in self.fps}}
+                "probe_timeout": probe_timeout, "leaders": leaders}
+        mesh_plan = self.plan_mesh(hmap, plan) if plan["mesh"] else {}
         self.store.set("plan", json.dumps(plan))
         go = blocker is None
         if plan["mesh"]:
             listener.set_token(token)
-            go = self.lead_mesh(plan) and go
+            go = self.lead_mesh(hmap, plan, mesh_plan) and go
         else:
             self.recorder.add("nccl-test.mesh", [skip(
                 "all ranks run on one host: the mesh check is off (--mesh turns it on)" if not spans
@@ -362,42 +367,66 @@ class RankRun:
         self.gather_results(results, rows, notes)
         return self.finish()
 
-    def lead_mesh(self, plan: dict[str, Any]) -> bool:
+    def plan_mesh(self, hmap: hostmesh.HostMap, plan: dict[str, Any]) -> dict[str, Any]:
+        """Publish each host leader's targets under its own key (mplan/<rank>), so that a leader
+        reads one key of its own size, not every host's address. Returns rank 0's own."""
+        n = len(hmap.hosts)
+        pairs = hostmesh.mesh_pairs(n, str(self.args.mesh if isinstance(self.args.mesh, str) else "auto"))
+        order = hostmesh.targets(pairs, n)
+        ports = {f["rank"]: f.get("mesh_port") or 0 for f in self.fps}
+        nbytes = hostmesh.BENCH_TRANSFER_BYTES if self.args.bench else hostmesh.TRANSFER_BYTES
+        # Handshakes with every target at once, then one timed transfer after another.
+        budget = min(max(1.0, self.left() * 0.4),
+                     mesh.probe_seconds(max(len(v) for v in order.values()) if order else 0, plan["probe_timeout"])
+                     + sum(plan["probe_timeout"] for _ in range(max((len(v) for v in order.values()), default=0))))
+        plan.update(nbytes=nbytes, budget=budget, pairs=len(pairs))
+        mine: dict[str, Any] = {}
+        for s in range(n):
+            item = {"targets": [[hmap.leader(d), hmap.addresses[d], ports.get(hmap.leader(d), 0)]
+                                for d in order.get(s, [])]}
+            if hmap.leader(s) == 0:
+                mine = item
+            else:
+                self.store.set(f"mplan/{hmap.leader(s)}", json.dumps(item))
+        return mine
+
+    def lead_mesh(self, hmap: hostmesh.HostMap, plan: dict[str, Any], mine: dict[str, Any]) -> bool:
         self.set_phase("mesh")
         started = time.monotonic()
-        peers = {int(r): tuple(v) for r, v in plan["peers"].items()}
-        rows: dict[int, dict[int, str]] = {0: mesh.probe_all(peers, plan["token"], 0, plan["probe_timeout"])}
-        missing = self.wait_keys(self.store, [f"mesh/{r}" for r in range(1, self.world)],
-                                 min(self.phase_deadline(), time.monotonic() + 5 + mesh.probe_seconds(
-                                     self.world - 1, plan["probe_timeout"])))
-        for r in range(1, self.world):
-            if f"mesh/{r}" not in missing:
-                rows[r] = {int(k): v for k, v in json.loads(self.store.get(f"mesh/{r}")).items()}
-        hosts = {f["rank"]: f["host"] for f in self.fps}
-        pairs = mesh.blocked_pairs(rows)
-        table = mesh.matrix_table(rows, self.world, hosts) if self.world <= 32 else None
-        self.recorder.extra["mesh"] = {"rows": {str(k): {str(d): s for d, s in v.items()} for k, v in rows.items()},
-                                       "blocked": [list(p) for p in pairs]}
-        evidence = {"table": table} if table else {}
-        findings = []
-        if pairs:
-            findings.append(fail(
-                f"{len(pairs)} of {self.world * (self.world - 1)} rank-to-rank connections fail: "
-                + mesh.summarize_blocked(pairs, hosts), subject="mesh", evidence=evidence,
-                explanation="NCCL and gloo open connections between every pair of ranks on random ports "
-                "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
-                "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them",
-                fix="nft add rule inet filter input ip saddr <cluster subnet> accept   # on every node: allow "
-                    "TCP between the nodes on all ports\n"
-                    "# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=<interface>"))
-        if missing:
-            gone = [int(k.split("/")[1]) for k in missing]
-            findings.append(fail(f"rank{'s' if len(gone) > 1 else ''} {compare.rank_ranges(gone)} did not report "
-                                 "their connection results", evidence={} if pairs else evidence))
-        if not findings:
-            findings.append(ok(f"all {self.world * (self.world - 1)} rank-to-rank connections work", evidence=evidence))
-        self.recorder.add("nccl-test.mesh", findings, time.monotonic() - started)
-        return not pairs and not missing
+        leader_index = {hmap.leader(i): i for i in range(len(hmap.hosts))}
+        rows: dict[int, dict[str, Any]] = {0: run_mesh_row(mine, plan, 0)}
+        others = [hmap.leader(i) for i in range(len(hmap.hosts)) if hmap.leader(i) != 0]
+        missing = self.wait_keys(self.store, [f"mesh/{r}" for r in others],
+                                 min(self.phase_deadline(), time.monotonic() + 3 + plan["budget"]))
+        malformed: list[int] = []
+        for r in others:
+            if f"mesh/{r}" in missing:
+                continue
+            row = parse_mesh_row(self.store.get(f"mesh/{r}"))
+            if row is None:
+                malformed.append(r)
+            else:
+                rows[r] = row
+        results = {(leader_index[s], leader_index[d]): probe for s, row in rows.items()
+                   for d, probe in row.items() if d in leader_index}
+        silent = [leader_index[int(k.split("/")[1])] for k in missing] + [leader_index[r] for r in malformed]
+        verdict = hostmesh.judge(len(hmap.hosts), results, silent)
+        unit = "host" if len(hostmesh.group(self.fps).hosts) > 1 else "rank"
+        found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], unit)
+        table = hostmesh.host_table(hmap, results) if len(hmap.hosts) <= 32 else None
+        if table:
+            found = [dataclasses.replace(f, evidence={**(f.evidence or {}), "table": table}) if i == 0 else f
+                     for i, f in enumerate(found)]
+        self.recorder.extra["mesh"] = {
+            "hosts": [{"host": hmap.hosts[i], "ranks": hmap.ranks[i], "address": hmap.addresses[i]}
+                      for i in range(len(hmap.hosts))],
+            "rows": {str(s): {str(d): p.get("status") for d, p in row.items()} for s, row in rows.items()},
+            "rates": {str(s): {str(d): p.get("rate_gbs") for d, p in row.items() if p.get("moved")}
+                      for s, row in rows.items()},
+            "blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked],
+            "transfer_bytes": plan["nbytes"], "median_gbs": verdict.median_gbs}
+        self.recorder.add("nccl-test.mesh", found, time.monotonic() - started)
+        return not (verdict.blocked or verdict.stalled or verdict.silent)
 
     def gather_results(self, mine: list[collectives.OpResult], my_rows: list[dict], notes: list[Finding]) -> None:
         deadline = self.phase_deadline()
@@ -598,9 +627,10 @@ class RankRun:
             return self.follow_final(1)
         if plan["mesh"] and listener:
             listener.set_token(plan["token"])
+        if plan["mesh"] and self.rank in plan.get("leaders", ()):
             self.set_phase("mesh")
-            peers = {int(r): tuple(v) for r, v in plan["peers"].items()}
-            row = mesh.probe_all(peers, plan["token"], self.rank, plan["probe_timeout"])
+            mine = self.get_json(self.store, f"mplan/{self.rank}", self.phase_deadline()) or {"targets": []}
+            row = run_mesh_row(mine, plan, self.rank)
             self.log(f"mesh row: {row}")
             self.store.set(f"mesh/{self.rank}", json.dumps({str(k): v for k, v in row.items()}))
         verdict = self.get_json(self.store, "verdict", self.deadline + 1.0)
@@ -721,6 +751,25 @@ class RankRun:
                 if not op["ok"]:
                     findings.append(fail(f"rank {r}: {op['name']} failed: {op['detail']}", subject=str(r)))
         return findings
+
+
+def run_mesh_row(mine: dict[str, Any], plan: dict[str, Any], rank: int) -> dict[int, dict[str, Any]]:
+    """A host leader's probes of its targets: {leader rank: Probe as a dict}."""
+    peers = {int(r): (str(addr), int(port)) for r, addr, port in mine.get("targets", [])}
+    row = mesh.probe_hosts(peers, plan["token"], rank, plan["probe_timeout"], int(plan.get("nbytes", 0)),
+                           float(plan.get("budget", 5.0)))
+    return {r: p.to_dict() for r, p in row.items()}
+
+
+def parse_mesh_row(raw: bytes) -> dict[int, dict[str, Any]] | None:
+    """A leader's published row, or None when it is not one (a stranger's or a broken write)."""
+    try:
+        data = json.loads(raw)
+        return {int(d): {"status": str(p["status"]), "rate_gbs": float(p.get("rate_gbs") or 0.0),
+                         "seconds": float(p.get("seconds") or 0.0), "moved": int(p.get("moved") or 0)}
+                for d, p in data.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _group_details(failed: dict[int, dict[str, Any]]) -> dict[str, list[int]]:

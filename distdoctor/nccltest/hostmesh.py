@@ -1,0 +1,281 @@
+"""The mesh between hosts: which ranks share a host, who probes whom, and what the probes say.
+
+One prober per host (the host's lowest rank, its leader) connects to the other hosts' leaders
+and times a mid-size transfer to each: ranks on one host share its network, so probing rank
+by rank would only multiply the connections (512 hosts x 8 GPUs would be 16.7 million).
+Pure functions: the sockets are in mesh.py, the store traffic in session.py.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from distdoctor.api import fail, ok, warn
+from distdoctor.model import Finding
+from distdoctor.nccltest.compare import rank_ranges
+
+FULL_MESH_UP_TO = 32
+# The timed transfer of each probe: big enough to need full-size packets and to show a rate
+# limit, small enough to cost milliseconds per pair on a healthy network.
+TRANSFER_BYTES = 1 << 20
+BENCH_TRANSFER_BYTES = 8 << 20
+# A host or link is slow below this share of the median rate (the issue's example: 0.005 GB/s
+# against a 0.48 GB/s median is 1 %).
+SLOW_FACTOR = 0.5
+# Transfers that took less than this are latency, not bandwidth: on an idle LAN a 1 MiB copy
+# takes well under a millisecond and the scheduler's jitter alone can halve the rate.
+NOISE_FLOOR_S = 0.02
+_STALL_CAUSES = (("an MTU mismatch along the path (jumbo frames on one side or switch, 1500 on another: "
+                  "small packets pass, full-size ones are dropped)"),
+                 "a NIC offload bug (TSO/GSO/checksum offload; try `ethtool -K <interface> tso off gso off`)",
+                 "a firewall or middlebox that drops large segments")
+
+
+@dataclass(frozen=True)
+class HostMap:
+    """hosts[i] is a label; ranks[i] its ranks, ascending; the leader is ranks[i][0]."""
+
+    hosts: list[str]
+    ranks: list[list[int]]
+    addresses: list[str]
+
+    def leader(self, index: int) -> int:
+        return self.ranks[index][0]
+
+    def index_of_rank(self) -> dict[int, int]:
+        return {r: i for i, rs in enumerate(self.ranks) for r in rs}
+
+    def label(self, index: int) -> str:
+        ranks = self.ranks[index]
+        span = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
+        return f"{self.hosts[index]} ({span})"
+
+
+def per_rank(fps: Sequence[Mapping[str, Any]]) -> HostMap:
+    """Every rank on its own, for `--mesh` on one host: ranks probe each other."""
+    ordered = sorted(fps, key=lambda f: f["rank"])
+    return HostMap([str(f.get("host") or "?") for f in ordered], [[int(f["rank"])] for f in ordered],
+                   [str(f.get("address") or "") for f in ordered])
+
+
+def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
+    """Ranks grouped by host. A host is its hostname and the address its ranks talk from: two
+    machines that claim one hostname (cloned images, UTS namespaces) are still two hosts."""
+    keys: dict[tuple[str, str], list[int]] = {}
+    for fp in sorted(fps, key=lambda f: f["rank"]):
+        keys.setdefault((str(fp.get("host") or "?"), str(fp.get("address") or "")), []).append(int(fp["rank"]))
+    names: dict[str, int] = {}
+    for name, _addr in keys:
+        names[name] = names.get(name, 0) + 1
+    hosts, ranks, addresses = [], [], []
+    for (name, addr), rs in keys.items():
+        hosts.append(name if names[name] == 1 else f"{name}[{addr or '?'}]")
+        ranks.append(rs)
+        addresses.append(addr)
+    return HostMap(hosts, ranks, addresses)
+
+
+def mesh_pairs(n_hosts: int, mode: str = "auto", threshold: int = FULL_MESH_UP_TO,
+               seed: int = 0) -> list[tuple[int, int]]:
+    """Directed (sender, receiver) host pairs: every ordered pair up to the threshold or with
+    mode 'full'; above it the planner's pairs (plan.mesh_pairs when present)."""
+    try:
+        from distdoctor.nccltest import plan  # type: ignore[attr-defined]
+    except ImportError:
+        plan = None
+    if plan is not None:
+        return plan.mesh_pairs(n_hosts, mode, threshold, seed)
+    if mode == "full" or n_hosts <= threshold:
+        return [(s, d) for s in range(n_hosts) for d in range(n_hosts) if s != d]
+    # Every host sends to and receives from its ring neighbours, plus one random partner.
+    rng = random.Random(seed)
+    pairs = set()
+    for s in range(n_hosts):
+        pairs.add((s, (s + 1) % n_hosts))
+        pairs.add(((s + 1) % n_hosts, s))
+        d = rng.randrange(n_hosts - 1)
+        pairs.add((s, d if d < s else d + 1))
+    return sorted(pairs)
+
+
+def targets(pairs: Sequence[tuple[int, int]], n_hosts: int) -> dict[int, list[int]]:
+    """Each sender's receivers, in the order that keeps receivers apart: sender s first sends to
+    s+1, then s+2, ... so that, with every sender starting together, no receiver gets two
+    transfers at once in a full mesh (the same shift in a sparse plan)."""
+    out: dict[int, list[int]] = {}
+    for s, d in pairs:
+        out.setdefault(s, []).append(d)
+    for s, ds in out.items():
+        ds.sort(key=lambda d: (d - s) % n_hosts)
+    return out
+
+
+@dataclass
+class Verdict:
+    blocked: list[tuple[int, int, str]] = field(default_factory=list)  # no connection
+    stalled: list[tuple[int, int, int]] = field(default_factory=list)  # handshake ok, transfer stuck: moved
+    # host, {"sending"|"receiving": median rate of its pairs that way}, median of all pairs
+    slow_hosts: list[tuple[int, dict[str, float], float]] = field(default_factory=list)
+    slow_links: list[tuple[int, int, float, float]] = field(default_factory=list)  # s, d, rate, median
+    median_gbs: float = 0.0
+    measured: int = 0
+    silent: list[int] = field(default_factory=list)  # hosts whose leader never reported
+
+
+def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], silent: Sequence[int] = (),
+          factor: float = SLOW_FACTOR) -> Verdict:
+    """What the probes say. A host is slow when the median rate of what it sends (or receives) is
+    below factor x the median of all pairs; a link is slow when its rate is that low and neither
+    end is a slow host (that host explains it already)."""
+    verdict = Verdict(silent=sorted(silent))
+    rates: dict[tuple[int, int], float] = {}  # as judged: floored at the noise floor
+    real: dict[tuple[int, int], float] = {}  # as measured, for the report
+    for (s, d), probe in sorted(results.items()):
+        status = probe.get("status")
+        if status == "ok":
+            if probe.get("moved"):
+                rates[(s, d)] = _rate(probe)
+                real[(s, d)] = float(probe.get("rate_gbs") or 0.0)
+        elif status == "stalled":
+            verdict.stalled.append((s, d, int(probe.get("moved") or 0)))
+        else:
+            verdict.blocked.append((s, d, str(status)))
+    verdict.measured = len(rates)
+    if len(rates) < 3:
+        return verdict
+    median = statistics.median(rates.values())
+    shown = statistics.median(real.values())
+    verdict.median_gbs = shown
+    if median <= 0:
+        return verdict
+    slow = set()
+    for h in range(n_hosts):
+        directions = {}
+        for direction, end in (("sending", 0), ("receiving", 1)):
+            mine = [pair for pair in rates if pair[end] == h]
+            if mine and statistics.median(rates[p] for p in mine) < factor * median:
+                directions[direction] = statistics.median(real[p] for p in mine)
+        if directions:
+            verdict.slow_hosts.append((h, directions, shown))
+            slow.add(h)
+    for pair, rate in sorted(rates.items()):
+        if rate < factor * median and pair[0] not in slow and pair[1] not in slow:
+            verdict.slow_links.append((pair[0], pair[1], real[pair], shown))
+    return verdict
+
+
+def _rate(probe: Mapping[str, Any]) -> float:
+    """The rate as judged: a transfer faster than the noise floor counts as the floor's rate, so
+    a link is not slow because one copy finished in 1 ms and another in 5."""
+    rate = float(probe.get("rate_gbs") or 0.0)
+    seconds = float(probe.get("seconds") or 0.0)
+    moved = int(probe.get("moved") or 0)
+    if 0 < seconds < NOISE_FLOOR_S and moved:
+        return min(rate, moved / NOISE_FLOOR_S / 1e9)
+    return rate
+
+
+def stall_causes() -> tuple[str, ...]:
+    return _STALL_CAUSES
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:g} {unit}" if n % size else f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: str = "host") -> list[Finding]:
+    """The mesh check's findings. Blocked pairs keep the rank-to-rank form "0(a)->1(b): timeout"
+    with each host's leader rank, so one rank per host reads as before."""
+    out: list[Finding] = []
+
+    def end(i: int) -> str:
+        return f"{hmap.leader(i)}({hmap.hosts[i]})"
+
+    if verdict.blocked:
+        shown = "; ".join(f"{end(s)}->{end(d)}: {st}" for s, d, st in verdict.blocked[:8])
+        more = f" and {len(verdict.blocked) - 8} more" if len(verdict.blocked) > 8 else ""
+        out.append(fail(
+            f"{len(verdict.blocked)} of {n_pairs} {unit}-to-{unit} connections fail: {shown}{more}", subject="mesh",
+            explanation="NCCL and gloo open connections between every pair of ranks on random ports "
+            "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
+            "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them, "
+            "'no route' that nobody answers for the address (ARP gets no reply)",
+            fix="nft add rule inet filter input ip saddr <cluster subnet> accept   # on every node: allow "
+                "TCP between the nodes on all ports\n"
+                "# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=<interface>",
+            evidence={"blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked]}))
+    for s, d, moved in verdict.stalled:
+        out.append(fail(
+            f"{hmap.label(s)} -> {hmap.label(d)}: small messages pass, a {human_bytes(nbytes)} transfer stalled "
+            f"after {human_bytes(moved)} left the sender", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
+            explanation="the connection and its handshake worked, so the path is open; full-size packets are lost. "
+            "Likely causes: " + "; ".join(_STALL_CAUSES),
+            fix=f"ip link show   # on {hmap.hosts[s]} and {hmap.hosts[d]}: compare the mtu of the interfaces\n"
+                f"ping -c 3 -M do -s 1472 {hmap.addresses[d] or hmap.hosts[d]}   # on {hmap.hosts[s]}: "
+                "1500-byte frames without fragmenting",
+            evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved}))
+    for h, directions, median in verdict.slow_hosts:
+        rate = min(directions.values())
+        severe = rate < 0.1 * median
+        out.append((fail if severe else warn)(
+            f"{hmap.hosts[h]} is slow: {rate:.3g} GB/s vs median {median:.3g} GB/s on pairs with "
+            f"{hmap.hosts[h]} ({' and '.join(directions)}; ranks {rank_ranges(hmap.ranks[h])})",
+            subject=hmap.hosts[h],
+            explanation="every rank on this host waits on its network: a collective runs at the pace of its "
+            "slowest link. Likely causes: a link negotiated at a lower speed, a rate limit or traffic shaping "
+            "on the interface, a congested or faulty port",
+            fix=f"ethtool $(ip -o route get {median_peer(hmap, h)} | grep -o 'dev [^ ]*' | cut -d' ' -f2)"
+                f"   # on {hmap.hosts[h]}: Speed and Duplex\ntc qdisc show   # on {hmap.hosts[h]}: a rate limit",
+            evidence={"host": hmap.hosts[h], "rates_gbs": directions, "median_gbs": median,
+                      "ranks": hmap.ranks[h]}))
+    for s, d, rate, median in verdict.slow_links:
+        severe = rate < 0.1 * median
+        out.append((fail if severe else warn)(
+            f"the link {hmap.hosts[s]} -> {hmap.hosts[d]} is slow: {rate:.3g} GB/s vs median {median:.3g} GB/s",
+            subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
+            explanation="both hosts are fast with their other partners: the path between them is the problem "
+            "(a switch port, a cable, a route through a slower network)",
+            fix=f"tracepath {hmap.addresses[d] or hmap.hosts[d]}   # on {hmap.hosts[s]}: the path and its MTU",
+            evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "rate_gbs": rate, "median_gbs": median}))
+    if verdict.silent:
+        names = ", ".join(hmap.label(h) for h in verdict.silent)
+        out.append(fail(f"no connection results from {names}", subject=", ".join(hmap.hosts[h] for h in
+                                                                                 verdict.silent),
+                        explanation="the host's prober (its lowest rank) did not publish its results in time: "
+                        "it stopped, or its probes hung"))
+    if not out:
+        rate = f"; median {verdict.median_gbs:.3g} GB/s over {verdict.measured} timed transfers" \
+            if verdict.measured else ""
+        out.append(ok(f"all {n_pairs} {unit}-to-{unit} connections work{rate}"))
+    return out
+
+
+def median_peer(hmap: HostMap, h: int) -> str:
+    """An address to ask the route for: any other host's."""
+    others = [a for i, a in enumerate(hmap.addresses) if i != h and a]
+    return others[0] if others else "<peer address>"
+
+
+def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]]) -> dict[str, Any]:
+    """H x H table, rows = sending host, columns = receiving host, cells the status (the rates
+    are in the report's nccl_test.mesh.rates)."""
+    columns = ["from \\ to"] + [str(hmap.leader(i)) for i in range(len(hmap.hosts))]
+    rows = []
+    for s in range(len(hmap.hosts)):
+        cells = []
+        for d in range(len(hmap.hosts)):
+            probe = results.get((s, d))
+            if s == d:
+                cells.append("-")
+            elif probe is None:
+                cells.append("?")
+            else:
+                cells.append(str(probe.get("status")))
+        rows.append([f"{hmap.leader(s)} {hmap.hosts[s]}"] + cells)
+    return {"columns": columns, "rows": rows}

@@ -1,0 +1,144 @@
+"""Host grouping, probe planning and the verdict on timed probes (pure logic), and the timed
+transfer against real sockets on the loopback."""
+
+import socket
+import threading
+
+from distdoctor.nccltest import hostmesh, mesh
+
+
+def fp(rank, host, address):
+    return {"rank": rank, "host": host, "address": address}
+
+
+def test_ranks_group_by_host_and_the_lowest_rank_leads():
+    hmap = hostmesh.group([fp(3, "b", "10.0.0.2"), fp(0, "a", "10.0.0.1"), fp(1, "a", "10.0.0.1"),
+                           fp(2, "b", "10.0.0.2")])
+    assert hmap.hosts == ["a", "b"] and hmap.ranks == [[0, 1], [2, 3]]
+    assert [hmap.leader(i) for i in range(2)] == [0, 2]
+    assert hmap.label(1) == "b (ranks 2-3)"
+    assert hmap.index_of_rank() == {0: 0, 1: 0, 2: 1, 3: 1}
+
+
+def test_one_hostname_on_two_machines_is_two_hosts():
+    hmap = hostmesh.group([fp(0, "node", "10.0.0.1"), fp(1, "node", "10.0.0.2")])
+    assert hmap.hosts == ["node[10.0.0.1]", "node[10.0.0.2]"]
+
+
+def test_full_mesh_up_to_the_threshold_and_every_host_sends_and_receives_above_it():
+    assert len(hostmesh.mesh_pairs(4)) == 12
+    assert len(hostmesh.mesh_pairs(40, "full")) == 40 * 39
+    pairs = hostmesh.mesh_pairs(40)
+    assert len(pairs) < 40 * 39 / 4
+    assert {s for s, _ in pairs} == set(range(40)) == {d for _, d in pairs}
+
+
+def test_targets_start_with_the_next_host_so_receivers_do_not_collide():
+    order = hostmesh.targets(hostmesh.mesh_pairs(4), 4)
+    assert order[0] == [1, 2, 3] and order[2] == [3, 0, 1]
+    # at each step every receiver gets one sender
+    for step in range(3):
+        assert sorted(order[s][step] for s in range(4)) == [0, 1, 2, 3]
+
+
+def ok_probe(rate, seconds=0.5):
+    return {"status": "ok", "rate_gbs": rate, "seconds": seconds, "moved": int(rate * seconds * 1e9)}
+
+
+def test_a_throttled_sender_is_named_and_nothing_else():
+    results = {(s, d): ok_probe(0.005 if s == 3 else 0.48) for s in range(4) for d in range(4) if s != d}
+    verdict = hostmesh.judge(4, results)
+    assert [(h, sorted(ways)) for h, ways, _m in verdict.slow_hosts] == [(3, ["sending"])]
+    assert verdict.slow_links == [] and verdict.blocked == [] and verdict.stalled == []
+    hmap = hostmesh.group([fp(r, f"h{r}", f"10.0.0.{r + 1}") for r in range(4)])
+    found = hostmesh.findings(hmap, verdict, 12, 1 << 20)
+    assert [f.status.value for f in found] == ["fail"]
+    assert found[0].summary == "h3 is slow: 0.005 GB/s vs median 0.48 GB/s on pairs with h3 (sending; ranks 3)"
+
+
+def test_a_slow_link_between_fast_hosts_is_the_link():
+    results = {(s, d): ok_probe(0.01 if (s, d) == (1, 2) else 0.5) for s in range(4) for d in range(4) if s != d}
+    verdict = hostmesh.judge(4, results)
+    assert verdict.slow_hosts == [] and [(s, d) for s, d, _r, _m in verdict.slow_links] == [(1, 2)]
+
+
+def test_fast_transfers_under_the_noise_floor_are_not_outliers():
+    # 1 MiB in 1 ms and in 5 ms: both latency, neither slow
+    results = {(s, d): {"status": "ok", "rate_gbs": 1.0 if d else 0.2, "seconds": 0.001 if d else 0.005,
+                        "moved": 1 << 20} for s in range(4) for d in range(4) if s != d}
+    verdict = hostmesh.judge(4, results)
+    assert verdict.slow_hosts == [] and verdict.slow_links == []
+
+
+def test_blocked_stalled_and_silent_are_each_named():
+    results = {(0, 1): {"status": "timeout"}, (1, 0): ok_probe(0.5), (0, 2): {"status": "stalled", "moved": 65536},
+               (2, 0): ok_probe(0.5), (1, 2): ok_probe(0.5), (2, 1): ok_probe(0.5)}
+    verdict = hostmesh.judge(4, results, silent=[3])
+    hmap = hostmesh.group([fp(r, f"h{r}", f"10.0.0.{r + 1}") for r in range(4)])
+    text = [f.summary for f in hostmesh.findings(hmap, verdict, 12, 1 << 20)]
+    assert text[0] == "1 of 12 host-to-host connections fail: 0(h0)->1(h1): timeout"
+    assert text[1] == "h0 (rank 0) -> h2 (rank 2): small messages pass, a 1 MiB transfer stalled after 64 KiB " \
+                      "left the sender"
+    assert text[2] == "no connection results from h3 (rank 3)"
+
+
+def test_healthy_mesh_is_one_ok():
+    results = {(s, d): ok_probe(0.5) for s in range(3) for d in range(3) if s != d}
+    hmap = hostmesh.group([fp(r, f"h{r}", f"10.0.0.{r + 1}") for r in range(3)])
+    [only] = hostmesh.findings(hmap, hostmesh.judge(3, results), 6, 1 << 20)
+    assert only.status.value == "ok" and only.summary.startswith("all 6 host-to-host connections work")
+
+
+def test_a_timed_transfer_over_real_sockets():
+    listener = mesh.Listener("127.0.0.1", rank=1)
+    try:
+        listener.set_token("tok")
+        probe = mesh.probe_transfer(1, "127.0.0.1", listener.port, "tok", 0, timeout=5, nbytes=1 << 20)
+        assert probe.status == "ok" and probe.moved == 1 << 20 and probe.rate_gbs > 0
+        row = mesh.probe_hosts({1: ("127.0.0.1", listener.port)}, "tok", 0, timeout=5, nbytes=1 << 16, budget=10)
+        assert row[1].status == "ok" and row[1].moved == 1 << 16
+    finally:
+        listener.close()
+
+
+def test_a_peer_that_takes_the_handshake_and_never_reads_is_a_stall():
+    """A fake peer answers the handshake, then stops reading: the bytes pile up in the buffers
+    and the transfer ends at its timeout as 'stalled', with what left the sender."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    held = []
+
+    def answer():
+        conn, _ = server.accept()
+        held.append(conn)
+        conn.recv(256)
+        conn.sendall(b"OK 1\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        probe = mesh.probe_transfer(1, "127.0.0.1", server.getsockname()[1], "tok", 0, timeout=1,
+                                    nbytes=64 << 20)
+    finally:
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        server.close()
+    assert probe.status == "stalled" and 0 < probe.moved < 64 << 20
+
+
+def test_garbage_on_the_mesh_port_is_rejected_and_bounded():
+    listener = mesh.Listener("127.0.0.1", rank=1)
+    try:
+        listener.set_token("tok")
+        for junk in (b"\x00\xff" * 5000, b"DDNT1 tok 0 999999999999\n", b"GET / HTTP/1.0\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", listener.port), timeout=2) as sock:
+                sock.settimeout(2)
+                sock.sendall(junk)
+                reply = sock.recv(64)
+            assert reply in (b"NO\n", b"OK 1\n"), reply
+        # the listener still serves the job
+        assert mesh.probe(1, "127.0.0.1", listener.port, "tok", 0, timeout=2) == "ok"
+    finally:
+        listener.close()

@@ -1,0 +1,124 @@
+"""Four "hosts": network namespaces on one bridge, each with its own hostname (UTS namespace) and
+one or more ranks launched by environment variables as a launcher would. Faults are real: a
+`tc` rate limit on one host's interface, an nftables rule dropping one direction between two
+hosts, a host whose rank never starts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.harness import apt
+from tests.harness.netns import Namespaces
+from tests.nccltest.ranks import Ranks, checks, rank_env, report, require_torch, statuses
+
+pytestmark = pytest.mark.slow
+MARGIN = 6.0  # four or five interpreters importing torch on a loaded 2-core machine
+TIMEOUT = 25
+SUBNET = f"10.122.{os.getpid() % 250 + 1}"
+PORT = 33100
+HOSTS = ("h0", "h1", "h2", "h3")
+
+
+@pytest.fixture
+def lan():
+    """Namespaces qc<pid>h0..h3, each with eth0 = SUBNET.(i+1)/24 on a bridge in qc<pid>sw."""
+    require_torch()
+    with Namespaces("qc") as ns:
+        ns.add("sw")
+        ns.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
+        ns.run("sw", ["ip", "link", "set", "br0", "up"])
+        for i, name in enumerate(HOSTS):
+            ns.add(name)
+            ns.veth(name, "eth0", "sw", f"p{i}")
+            ns.run("sw", ["ip", "link", "set", f"p{i}", "master", "br0"])
+            ns.run(name, ["ip", "addr", "add", f"{SUBNET}.{i + 1}/24", "dev", "eth0"])
+        yield ns
+
+
+def on(ns: Namespaces, short: str) -> list[str]:
+    return ["ip", "netns", "exec", ns.name(short), "unshare", "--uts", "sh", "-c",
+            f'hostname {short} && exec "$@"', "sh"]
+
+
+def run_job(ns: Namespaces, placement: list[str], args=(), skip_ranks=()):
+    """One rank per entry of placement (the host it runs on), rank 0 on placement[0]; ranks in
+    skip_ranks are never started. (rc of rank 0, its report, stderrs, every rc, wall seconds)."""
+    world = len(placement)
+    local: dict[str, int] = {}
+    with Ranks() as ranks:
+        for rank, host in enumerate(placement):
+            local_rank = local.get(host, 0)
+            local[host] = local_rank + 1
+            if rank in skip_ranks:
+                continue
+            env = rank_env(rank, world, PORT, f"{SUBNET}.1", GLOO_SOCKET_IFNAME="eth0")
+            env["LOCAL_RANK"] = str(local_rank)
+            ranks.start(["--timeout", str(TIMEOUT), *args, *(["--json"] if rank == 0 else [])], env, on(ns, host))
+        out = ranks.finish(TIMEOUT + MARGIN)
+        wall = time.monotonic() - ranks.started
+    rc0, out0, _ = out[0]
+    return rc0, report(out0), [e for _, _, e in out], [rc for rc, _, _ in out], wall
+
+
+def mesh_summaries(doc) -> list[tuple[str, str]]:
+    return [(f["status"], f["summary"]) for f in checks(doc)["nccl-test.mesh"]["findings"]]
+
+
+def test_four_healthy_hosts_have_no_alarm(lan):
+    """Two ranks on h0, one on each other host: one prober per host (ranks 0, 2, 3, 4), twelve
+    host pairs, every rate near the median, the all_reduce passes."""
+    rc0, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
+    assert rcs == [0] * 5, (errs, doc["checks"])
+    assert all(s in ("ok", "warn") for s in statuses(doc).values()), doc["checks"]
+    assert statuses(doc)["nccl-test.mesh"] == "ok" and statuses(doc)["nccl-test.all-reduce"] == "ok"
+    [(_, summary)] = mesh_summaries(doc)
+    assert summary.startswith("all 12 host-to-host connections work; median ")
+    mesh = doc["nccl_test"]["mesh"]
+    assert [h["ranks"] for h in mesh["hosts"]] == [[0, 1], [2], [3], [4]]
+    assert sorted(mesh["rows"]) == ["0", "2", "3", "4"]  # rank 1 shares h0: it probes nothing
+    assert all(len(mesh["rates"][r]) == 3 for r in mesh["rows"])
+
+
+def test_a_throttled_host_is_named_and_nothing_else(lan):
+    """h2's interface is limited to 40 Mbit/s with a real tbf qdisc: what h2 sends is ~100x
+    slower than the rest; h2 is named, with its rank, and no other host or link."""
+    lan.run("h2", ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "40mbit", "burst", "32kb",
+                   "latency", "400ms"])
+    rc0, doc, errs, rcs, _ = run_job(lan, list(HOSTS))
+    assert statuses(doc)["nccl-test.mesh"] == "fail", doc["checks"]
+    found = mesh_summaries(doc)
+    assert len(found) == 1, found
+    status, summary = found[0]
+    # a busy rate-limited queue delays h2's acknowledgements too: receiving may be slow as well
+    assert summary.startswith("h2 is slow: ") and "GB/s on pairs with h2 (sending" in summary, summary
+    assert summary.endswith("; ranks 2)") and status == "fail"
+    assert rc0 == 1 and rcs == [1] * 4, errs
+
+
+def test_one_direction_dropped_names_that_pair(lan):
+    """h3 drops new connections from h1 (nftables): h1 -> h3 is named, h3 -> h1 and every other
+    pair work, and the collectives are not tried (they would hang)."""
+    apt.ensure("nftables")
+    lan.run("h3", ["nft", "add", "table", "inet", "qc"])
+    lan.run("h3", ["nft", "add", "chain", "inet", "qc", "input", "{ type filter hook input priority 0 ; }"])
+    lan.run("h3", ["nft", "add", "rule", "inet", "qc", "input", "ip", "saddr", f"{SUBNET}.2", "tcp", "dport",
+                   "!=", str(PORT), "ct", "state", "new", "drop"])
+    rc0, doc, errs, rcs, wall = run_job(lan, list(HOSTS))
+    assert rc0 == 1 and rcs == [1] * 4, errs
+    assert wall < TIMEOUT + MARGIN
+    [(status, summary)] = mesh_summaries(doc)
+    assert status == "fail" and summary == "1 of 12 host-to-host connections fail: 1(h1)->3(h3): timeout"
+    assert doc["nccl_test"]["mesh"]["blocked"] == [[1, 3, "timeout"]]
+    assert statuses(doc)["nccl-test.all-reduce"] == "skip"
+
+
+def test_a_host_that_never_starts_is_named(lan):
+    rc0, doc, errs, rcs, wall = run_job(lan, list(HOSTS), skip_ranks={3})
+    assert rc0 == 1 and rcs == [1] * 3, errs
+    assert wall < TIMEOUT + MARGIN
+    finding = checks(doc)["nccl-test.rendezvous"]["findings"][0]
+    assert finding["summary"].startswith("rank 3 of 4 never arrived")
+    assert finding["evidence"]["missing_ranks"] == [3]

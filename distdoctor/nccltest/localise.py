@@ -117,10 +117,14 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
                                     "common to all of them (network, configuration, software), not one host "
                                     "or link", unit=unit, pairs=tuple(sorted(samples))), ranks_of)]
     partners: dict[str, set[str]] = {h: set() for h in hosts}
+    ends: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {h: ([], []) for h in hosts}
     best: dict[str, float] = {}
-    for (a, b) in samples:
+    for p in sorted(samples):
+        a, b = p
         partners[a].add(b)
         partners[b].add(a)
+        ends[a][0].append(p)
+        ends[b][1].append(p)
     for (a, b), v in ok.items():
         best[a] = max(best.get(a, v), v)
         best[b] = max(best.get(b, v), v)
@@ -128,7 +132,8 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
     weak = [h for h in hosts if (h not in best or best[h] < factor * capacity) and len(partners[h]) >= 2]
     if len(weak) == len(hosts):
         weak = []
-    fine_pairs = [v for (a, b), v in ok.items() if a not in weak and b not in weak]
+    weak_set = set(weak)
+    fine_pairs = [v for (a, b), v in ok.items() if a not in weak_set and b not in weak_set]
     reference = statistics.median(fine_pairs) if fine_pairs else capacity
 
     def bad(p: tuple[str, str]) -> bool:
@@ -138,22 +143,23 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
     culprits: list[Culprit] = []
     explained: set[tuple[str, str]] = set()
     for h in weak:
-        mine = sorted(p for p in samples if h in p)
+        mine = sorted(ends[h][0] + ends[h][1])
         explained.update(mine)
-        culprits.append(_host_culprit(h, "", mine, samples, bad, reference, unit))
+        # pairs with another bad host say nothing about this one
+        told = [p for p in mine if not (set(p) - {h}) & weak_set] or mine
+        culprits.append(_host_culprit(h, "", told, samples, bad, reference, unit))
 
     # One direction of a host: its sends (or receives) mostly bad, the other way fine.
-    rest = [p for p in samples if p not in explained]
+    after_weak = set(explained)
     named: dict[str, set[str]] = {}
     while True:
         pick = None
-        for h in hosts:
-            if h in weak:
-                continue
+        touched = sorted({h for p in samples if p not in explained and bad(p) for h in p} - weak_set)
+        for h in touched:
             for side, direction in ((0, "send"), (1, "receive")):
                 if direction in named.get(h, set()):
                     continue
-                mine = [p for p in rest if p[side] == h and p not in explained]
+                mine = [p for p in ends[h][side] if p not in explained]
                 worse = [p for p in mine if bad(p)]
                 if len(worse) >= 2 and 2 * len(worse) > len(mine):
                     score = (len(worse) / len(mine), len(worse))
@@ -167,7 +173,8 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
     for h in sorted(named):
         directions = named[h]
         direction = "" if len(directions) == 2 else next(iter(directions))
-        mine = sorted(p for p in rest if (direction != "receive" and p[0] == h) or (direction != "send" and p[1] == h))
+        mine = sorted(p for side, way in ((0, "send"), (1, "receive")) if direction in ("", way)
+                      for p in ends[h][side] if p not in after_weak)
         culprits.append(_host_culprit(h, direction, mine, samples, bad, reference, unit))
 
     seen: set[frozenset[str]] = set()
@@ -175,7 +182,7 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
         if p in explained or not bad(p) or frozenset(p) in seen:
             continue
         seen.add(frozenset(p))
-        culprits.append(_link_culprit(p, samples, explained, bad, reference, unit, len(hosts)))
+        culprits.append(_link_culprit(p, samples, explained, bad, reference, unit, len(hosts), ends))
     return [_with_ranks(c, ranks_of) for c in culprits]
 
 
@@ -204,7 +211,8 @@ def _host_culprit(h: str, direction: str, mine: list[tuple[str, str]], samples: 
 
 
 def _link_culprit(p: tuple[str, str], samples: Mapping[tuple[str, str], float | None],
-                  explained: set[tuple[str, str]], bad, reference: float, unit: str, n_hosts: int) -> Culprit:
+                  explained: set[tuple[str, str]], bad, reference: float, unit: str, n_hosts: int,
+                  ends: Mapping[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]]) -> Culprit:
     a, b = p
     back = (b, a)
     both = back in samples and back not in explained and bad(back)
@@ -218,7 +226,7 @@ def _link_culprit(p: tuple[str, str], samples: Mapping[tuple[str, str], float | 
         how = f"is slow{' both ways' if both else ''}: {num(measured or 0)} {unit} vs median {num(reference)} {unit}"
     else:
         how = "fails one way and is slow the other"
-    others = [q for q in samples if (a in q or b in q) and q not in (p, back) and q not in explained]
+    others = [q for h in (a, b) for q in ends[h][0] + ends[h][1] if q not in (p, back) and q not in explained]
     alone = [h for h in (a, b) if not any(h in q for q in others)]
     notes = []
     if not both:
@@ -295,8 +303,14 @@ class Localiser:
         self._results[(min(i, j), max(i, j))] = (bool(ok), float(busbw) if _finite(busbw) else None)
 
     def _reference(self) -> float | None:
-        speeds = [bw for ok, bw in self._results.values() if ok and bw is not None]
-        return statistics.median(speeds) if speeds else None
+        """The median over hosts of each host's best pair: a pair is only as fast as its slower
+        host, so with few hosts a median over pairs would be dragged down by one slow host."""
+        best: dict[int, float] = {}
+        for (i, j), (ok, bw) in self._results.items():
+            if ok and bw is not None:
+                best[i] = max(best.get(i, bw), bw)
+                best[j] = max(best.get(j, bw), bw)
+        return statistics.median(best.values()) if best else None
 
     def _bad(self, result: tuple[bool, float | None], reference: float | None) -> bool:
         ok, bw = result
@@ -375,6 +389,8 @@ class Localiser:
             return [_with_ranks(Culprit(UNKNOWN, tuple(tested), text, unit=unit), ranks_of)]
         for h in sorted(bad_hosts, key=lambda h: names[h]):
             results = [(j, self._results[(min(h, j), max(h, j))]) for j in sorted(fails[h])]
+            # pairs with another named host say nothing about this one
+            results = [(j, r) for j, r in results if j not in bad_hosts] or results
             speeds = [bw for _, (ok, bw) in results if ok and bw is not None]
             partners = fold(names[j] for j, _ in results)
             proven = fold(names[j] for j, _ in results if j in good)

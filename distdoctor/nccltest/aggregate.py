@@ -17,8 +17,10 @@ host, and one rank per host (its leader) speaks for the host:
     rank 0         get   <name>/<i>             one key per host
     rank 0         set   verdict;   every other rank: get verdict
 
-So a follower sends 3 messages, a leader about L + 6, and rank 0 one per host: per-rank cost
-does not grow with the job except rank 0's, which grows with hosts, not ranks.
+So a follower sends 3 messages, a leader L + 6, and rank 0 three per host: per-rank cost does
+not grow with the job except rank 0's, which grows with hosts, not ranks. (When the launcher
+does not say how many ranks share a host, ranks that register after their leader summarised
+the host are picked up by rank 0: one more count per host, only when ranks are missing.)
 
 `<host>` is the hostname and the address the rank talks from, so cloned hostnames on two
 machines stay two hosts. The leader is whoever registers first, not local rank 0: a launcher
@@ -34,7 +36,7 @@ with what it has, and what is missing is reported by who did not arrive. JSON on
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +121,18 @@ def gather(rank: int, world_size: int, host: str, fingerprint: Mapping[str, Any]
             role.summaries.append(summary)
             seen.update(int(r) for r in summary.get("ranks", []))
             i += 1
+        if len(seen) < world_size:
+            # Ranks that registered after their leader had summarised its host (a launcher that
+            # does not say how many ranks share a host): one count per host, then their keys.
+            for summary in role.summaries:
+                count = yield Add(f"slot/{summary['host']}", 0)
+                for other in range(len(summary.get("fps", [])) + 1, int(count or 0) + 1):
+                    raw = yield Get(f"fp/{summary['host']}/{other}")
+                    if raw is not None:
+                        fp = json.loads(raw)
+                        summary["fps"].append(fp)
+                        summary["ranks"].append(int(fp.get("rank", -1)))
+                        seen.add(int(fp.get("rank", -1)))
         role.missing = sorted(set(range(world_size)) - seen)
     return role
 
@@ -169,10 +183,14 @@ def ranks_by_host(summaries: Sequence[Mapping[str, Any]]) -> dict[str, list[int]
     return {str(s.get("host")): [int(r) for r in s.get("ranks", [])] for s in summaries}
 
 
-def drive(protocol: Protocol, store: Any, timeout: float) -> Any:
-    """Run one rank's protocol against a torch TCPStore-like store (set/get/add/wait); a key
-    that does not appear within `timeout` seconds reads as None."""
+def drive(protocol: Protocol, store: Any, deadline: float | Callable[[str], float]) -> Any:
+    """Run one rank's protocol against a torch TCPStore-like store (set/get/add/wait/check).
+    `deadline` is a time.monotonic() instant, or a function of the key giving one (so that a
+    leader stops waiting for its ranks before rank 0 stops waiting for leaders). A key that has
+    not appeared by then reads as None; past the deadline a key is only looked up, never waited
+    for, so a phase ends on time however many keys are missing."""
     import datetime
+    import time
 
     reply: Any = None
     try:
@@ -184,9 +202,11 @@ def drive(protocol: Protocol, store: Any, timeout: float) -> Any:
             elif isinstance(op, Add):
                 reply = store.add(op.key, op.amount)
             else:
+                left = (deadline(op.key) if callable(deadline) else deadline) - time.monotonic()
                 try:
-                    store.wait([op.key], datetime.timedelta(seconds=timeout))
-                    reply = store.get(op.key).decode()
+                    if left > 0:
+                        store.wait([op.key], datetime.timedelta(seconds=left))
+                    reply = store.get(op.key).decode() if left > 0 or store.check([op.key]) else None
                 except RuntimeError:  # torch's DistStoreError (a RuntimeError) on timeout
                     reply = None
     except StopIteration as done:

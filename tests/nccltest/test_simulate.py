@@ -3,8 +3,11 @@ process, simulated store and probes; the real network is tested in test_netns.py
 store protocol against a real torch TCPStore."""
 
 import threading
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distdoctor.nccltest import aggregate
 from distdoctor.nccltest.localise import HOST, LINK
@@ -59,6 +62,27 @@ def test_two_hosts_claiming_one_name_and_address_make_one_leader():
     roles = run(programs, store)
     assert sum(role.leader for role in roles.values()) == 1
     assert roles[0].missing == [] and roles[0].summaries[0]["ranks"] == list(range(8))
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=12), data=st.data(), known=st.booleans())
+def test_gather_covers_every_rank_whatever_the_order_and_host_sizes(sizes, data, known):
+    """Hosts of different sizes, ranks arriving in any order, some never arriving, and the
+    launcher's local world size known or not: rank 0 sees exactly the ranks that came, each
+    host has exactly one leader, and no rank but rank 0 sends more than L + 6 messages."""
+    host_of = [h for h, size in enumerate(sizes) for _ in range(size)]
+    world = len(host_of)
+    absent = data.draw(st.sets(st.integers(1, world - 1), max_size=world // 3)) if world > 1 else set()
+    order = data.draw(st.permutations([r for r in range(world) if r not in absent]))
+    store = SimStore()
+    programs = {r: aggregate.gather(r, world, f"h{host_of[r]}", {"rank": r}, sizes[host_of[r]] if known else None)
+                for r in order}
+    roles = run(programs, store)
+    assert roles[0].missing == sorted(absent)
+    assert sorted(r for s in roles[0].summaries for r in s["ranks"]) == sorted(order)
+    present_hosts = {host_of[r] for r in order}
+    assert sorted(role.host for role in roles.values() if role.leader) == sorted(f"h{h}" for h in present_hosts)
+    assert all(store.messages[r] <= sizes[host_of[r]] + 6 for r in order if r)
 
 
 def test_timeouts_never_hang_the_simulation():
@@ -128,9 +152,9 @@ def test_protocol_runs_unchanged_against_a_real_tcpstore():
         store = TCPStore("127.0.0.1", server.port, 7, False, timeout=datetime.timedelta(seconds=20))
         host = f"h{rank // 2}@10.0.0.{rank // 2}"
         fp = {"rank": rank, "host": f"h{rank // 2}"}
-        role = aggregate.drive(aggregate.gather(rank, 6, host, fp, 2), store, timeout=5)
+        role = aggregate.drive(aggregate.gather(rank, 6, host, fp, 2), store, time.monotonic() + 10)
         verdict = {"hosts": sorted(s["host"] for s in role.summaries)} if rank == 0 else None
-        results[rank] = (role, aggregate.drive(aggregate.announce(rank, verdict), store, timeout=5))
+        results[rank] = (role, aggregate.drive(aggregate.announce(rank, verdict), store, time.monotonic() + 10))
 
     threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(6)]
     for t in threads:
@@ -141,3 +165,20 @@ def test_protocol_runs_unchanged_against_a_real_tcpstore():
     assert sum(role.leader for role, _ in results.values()) == 3
     assert results[0][0].missing == []
     assert {v["hosts"] == ["h0@10.0.0.0", "h1@10.0.0.1", "h2@10.0.0.2"] for _, v in results.values()} == {True}
+
+
+@pytest.mark.slow
+def test_driver_keeps_the_deadline_however_many_keys_are_missing():
+    """Rank 0 of 40 hosts of which none arrives: the collect phase ends at its deadline, not
+    after one timeout per host."""
+    import datetime
+
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=20), wait_for_workers=False)
+    started = time.monotonic()
+    got = aggregate.drive(aggregate.collect("mrow", aggregate.Role(False, "h"), 0, None, 40), store,
+                          started + 1.0)
+    elapsed = time.monotonic() - started
+    assert got == {i: None for i in range(40)}
+    assert elapsed < 5, elapsed

@@ -14,7 +14,7 @@ from distdoctor.nccltest.localise import (
     host_and_link_outliers,
     outliers,
 )
-from distdoctor.nccltest.plan import mesh_pairs
+from distdoctor.nccltest.plan import mesh_pairs, tree_edges
 
 HEALTHY = 0.48
 SLOW = 0.005
@@ -133,6 +133,26 @@ def test_mesh_verdict_names_exactly_the_injected_faults(n, data):
     assert all(c.kind != UNKNOWN for c in culprits)
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(33, 160), data=st.data(), seed=st.integers(0, 99))
+def test_sparse_mesh_verdict_names_exactly_the_injected_faults(n, data, seed):
+    """Above 32 hosts the plan probes about 6 pairs per host: still enough to tell hosts from links."""
+    hosts = [f"n{i:03d}" for i in range(n)]
+    pairs = mesh_pairs(n, seed=seed)
+    bad = data.draw(st.sets(st.sampled_from(hosts), max_size=3))
+    fine_pairs = [(hosts[a], hosts[b]) for a, b in pairs if hosts[a] not in bad and hosts[b] not in bad]
+    links = data.draw(st.sets(st.sampled_from(fine_pairs), max_size=3))
+    touched = [h for p in links for h in p]
+    if len(touched) != len(set(touched)):
+        return
+    slow = data.draw(st.booleans())
+    culprits = host_and_link_outliers({(hosts[a], hosts[b]): (SLOW if slow else None) if hosts[a] in bad
+                                       or hosts[b] in bad or (hosts[a], hosts[b]) in links else HEALTHY
+                                       for a, b in pairs})
+    assert {c.hosts[0] for c in culprits if c.kind == HOST} == bad
+    assert {c.hosts for c in culprits if c.kind == LINK} == set(links)
+
+
 # --- the adaptive search ---------------------------------------------------------------------
 
 def _search(n, bad=(), slow=(), links=(), seed=0, max_rounds=10):
@@ -191,8 +211,9 @@ def test_a_host_the_budget_cannot_settle_is_said_so():
 @given(n=st.integers(4, 300), data=st.data(), seed=st.integers(0, 1000))
 def test_search_names_exactly_the_injected_faults(n, data, seed):
     bad = data.draw(st.sets(st.integers(0, n - 1), max_size=max(1, n // 10)))
-    ring = [frozenset((k, (k + 1) % n)) for k in range(n)]
-    links = data.draw(st.sets(st.sampled_from(ring), max_size=2))
+    # the links the job used: NCCL's ring and its two trees
+    used = sorted({frozenset((k, (k + 1) % n)) for k in range(n)} | {frozenset(e) for e in tree_edges(n)})
+    links = data.draw(st.sets(st.sampled_from(used), max_size=2))
     links = {p for p in links if not p & bad}
     # a host with two dead ring links looks dead to its ring partners: keep links apart
     touched = [h for p in links for h in p]

@@ -28,14 +28,15 @@ def _followers_and_leaders(outcome):
 
 
 def test_store_traffic_per_rank_is_flat_in_the_number_of_hosts():
-    small, large = simulate(8, 8), simulate(64, 8)
-    for outcome in (small, large):
+    small, large, larger = simulate(8, 8), simulate(64, 8), simulate(512, 8)
+    for outcome in (small, large, larger):
         leaders, followers = _followers_and_leaders(outcome)
         assert {outcome.messages[r] for r in followers} == {3}      # slot, fingerprint, verdict
         assert {outcome.messages[r] for r in leaders} == {8 + 6}    # + its host's 7 fingerprints
         assert outcome.missing == [] and outcome.hosts_seen == outcome.n_hosts
     # rank 0 reads one key per host (and writes one plan per host): linear in hosts, not ranks
     assert large.messages[0] - small.messages[0] == 3 * (64 - 8)
+    assert larger.messages[0] - large.messages[0] == 3 * (512 - 64)
     assert max(large.bytes[r] for r in large.bytes if r) < 1.2 * max(small.bytes[r] for r in small.bytes if r)
 
 

@@ -106,8 +106,8 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
     when they have at least two partners and some other host is fine. Then, direction by
     direction, a host most of whose remaining pairs as sender (or receiver) are bad. What is left
     are links, named with their direction."""
-    samples = {(str(a), str(b)): (float(v) if _finite(v) else None)
-               for (a, b), v in pair_samples.items() if a != b}
+    samples = {(str(k[0]), str(k[1])): (float(v) if _finite(v) else None)
+               for k, v in pair_samples.items() if isinstance(k, tuple) and len(k) == 2 and k[0] != k[1]}
     hosts = sorted({h for p in samples for h in p})
     if len(hosts) < 2:
         return []
@@ -175,7 +175,9 @@ def host_and_link_outliers(pair_samples: Mapping[tuple[str, str], float | None],
         direction = "" if len(directions) == 2 else next(iter(directions))
         mine = sorted(p for side, way in ((0, "send"), (1, "receive")) if direction in ("", way)
                       for p in ends[h][side] if p not in after_weak)
-        culprits.append(_host_culprit(h, direction, mine, samples, bad, reference, unit))
+        back = [p for p in ends[h][1 if direction == "send" else 0] if p not in after_weak] if direction else []
+        culprits.append(_host_culprit(h, direction, mine, samples, bad, reference, unit,
+                                      other_way_bad=sum(1 for p in back if bad(p)), other_way=len(back)))
 
     seen: set[frozenset[str]] = set()
     for p in sorted(samples):
@@ -191,13 +193,16 @@ def _speeds(pairs: Iterable[tuple[str, str]], samples: Mapping[tuple[str, str], 
 
 
 def _host_culprit(h: str, direction: str, mine: list[tuple[str, str]], samples: Mapping[tuple[str, str], float | None],
-                  bad, reference: float, unit: str) -> Culprit:
+                  bad, reference: float, unit: str, other_way_bad: int = 0, other_way: int = 0) -> Culprit:
     bad_pairs = [p for p in mine if bad(p)]
     failed = [p for p in mine if samples[p] is None]
     speeds = _speeds(bad_pairs, samples)
     measured = statistics.median(speeds) if speeds else None
     where = {"": f"with {h}", "send": f"from {h}", "receive": f"to {h}"}[direction]
-    other = {"send": f", pairs to {h} pass", "receive": f", pairs from {h} pass", "": ""}[direction]
+    other = ""
+    if direction and other_way:
+        back = {"send": f"pairs to {h}", "receive": f"pairs from {h}"}[direction]
+        other = f", {back} pass" if not other_way_bad else f" ({other_way_bad} of {other_way} {back} are bad too)"
     if failed and len(failed) == len(mine):
         verb = {"": "fails", "send": "cannot send", "receive": "cannot receive"}[direction]
         text = f"{h} {verb}: {len(failed)} of {len(mine)} pairs {where} fail{other}"
@@ -230,7 +235,8 @@ def _link_culprit(p: tuple[str, str], samples: Mapping[tuple[str, str], float | 
     alone = [h for h in (a, b) if not any(h in q for q in others)]
     notes = []
     if not both:
-        notes.append("the other direction passes" if back in samples else "the other direction was not tested")
+        notes.append("the other direction was not tested" if back not in samples
+                     else "the other direction fails too" if bad(back) else "the other direction passes")
     if others and not any(bad(q) for q in others):
         whose = "both hosts'" if not alone else f"{b if alone == [a] else a}'s"
         if notes and notes[0] == "the other direction passes":
@@ -288,7 +294,9 @@ class Localiser:
         self.rounds = 0
         self._rng = random.Random(seed)
         if survey is None:
+            # the two matchings of the ring; with an odd count the link n-1 -> 0 is left over
             ring = [(k, k + 1) for k in range(0, n - 1, 2)] + [(k, (k + 1) % n) for k in range(1, n, 2)]
+            ring += [(n - 1, 0)] if n % 2 and n > 2 else []
             survey = ring + list(tree_edges(n))
         self._survey: list[tuple[int, int]] = list(dict.fromkeys(
             (min(i, j), max(i, j)) for i, j in survey if i != j and 0 <= i < n and 0 <= j < n))
@@ -340,8 +348,9 @@ class Localiser:
             self._done = True
             return None
         good, fails, bad_hosts, _ = self._state()
-        if self._results and not good and len(self._met_all()) == len(self.hosts):
-            self._done = True   # nothing passes at all: not one host or link
+        if self._results and not good and all(len(fails.get(h, ())) >= min(2, len(self.hosts) - 1)
+                                               for h in range(len(self.hosts))):
+            self._done = True   # every host failed with two partners and nothing passed: not one host or link
             return None
         busy: set[int] = set()
         pairs: list[tuple[int, int]] = []

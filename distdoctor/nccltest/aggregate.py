@@ -183,12 +183,18 @@ def ranks_by_host(summaries: Sequence[Mapping[str, Any]]) -> dict[str, list[int]
     return {str(s.get("host")): [int(r) for r in s.get("ranks", [])] for s in summaries}
 
 
-def drive(protocol: Protocol, store: Any, deadline: float | Callable[[str], float]) -> Any:
+def drive(protocol: Protocol, store: Any, deadline: float | Callable[[str], float],
+          seal: Callable[[str, str], str | bytes] | None = None, unseal: Callable[[str, bytes], str] | None = None,
+          rejected: list[str] | None = None) -> Any:
     """Run one rank's protocol against a torch TCPStore-like store (set/get/add/wait/check).
     `deadline` is a time.monotonic() instant, or a function of the key giving one (so that a
     leader stops waiting for its ranks before rank 0 stops waiting for leaders). A key that has
     not appeared by then reads as None; past the deadline a key is only looked up, never waited
-    for, so a phase ends on time however many keys are missing."""
+    for, so a phase ends on time however many keys are missing.
+
+    `seal(key, value)` / `unseal(key, raw)` wrap every value (the job token's HMAC over key and
+    value, so that a stranger who reaches the store cannot plant a fingerprint); a value that does
+    not unseal (unseal raises ValueError) reads as None and its key is appended to `rejected`."""
     import datetime
     import time
 
@@ -197,7 +203,7 @@ def drive(protocol: Protocol, store: Any, deadline: float | Callable[[str], floa
         while True:
             op = protocol.send(reply)
             if isinstance(op, Set):
-                store.set(op.key, op.value)
+                store.set(op.key, seal(op.key, op.value) if seal else op.value)
                 reply = None
             elif isinstance(op, Add):
                 reply = store.add(op.key, op.amount)
@@ -206,8 +212,15 @@ def drive(protocol: Protocol, store: Any, deadline: float | Callable[[str], floa
                 try:
                     if left > 0:
                         store.wait([op.key], datetime.timedelta(seconds=left))
-                    reply = store.get(op.key).decode() if left > 0 or store.check([op.key]) else None
+                    raw = store.get(op.key) if left > 0 or store.check([op.key]) else None
                 except RuntimeError:  # torch's DistStoreError (a RuntimeError) on timeout
-                    reply = None
+                    raw = None
+                reply = None
+                if raw is not None:
+                    try:
+                        reply = unseal(op.key, raw) if unseal else raw.decode()
+                    except ValueError:  # not this job's value (UnicodeDecodeError is one too)
+                        if rejected is not None:
+                            rejected.append(op.key)
     except StopIteration as done:
         return done.value

@@ -169,6 +169,47 @@ def test_protocol_runs_unchanged_against_a_real_tcpstore():
 
 
 @pytest.mark.slow
+def test_sealed_values_and_a_planted_one():
+    """With seal/unseal hooks (an HMAC of the job token over key and value), a value planted by
+    someone without the token reads as missing and is named; the ranks that sealed theirs pass."""
+    import datetime
+    import hashlib
+    import hmac
+
+    from torch.distributed import TCPStore
+
+    token = b"job-token"
+
+    def seal(key, value):
+        return hmac.new(token, f"{key}\n{value}".encode(), hashlib.sha256).hexdigest() + value
+
+    def unseal(key, raw):
+        text = raw.decode()
+        mac, value = text[:64], text[64:]
+        if not hmac.compare_digest(mac, hmac.new(token, f"{key}\n{value}".encode(), hashlib.sha256).hexdigest()):
+            raise ValueError(f"{key} is not sealed with this job's token")
+        return value
+
+    server = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=20), wait_for_workers=False)
+    rejected: list[str] = []
+    # world of 3: rank 1 alone on host B, rank 0 alone on host A, rank 2 never comes; a stranger
+    # plants the third host summary, claiming rank 2
+    other = aggregate.drive(aggregate.gather(1, 3, "B", {"rank": 1}, 1), server, time.monotonic() + 5,
+                            seal, unseal, rejected)
+    assert other.leader and other.index == 0
+    server.set("host/2", '{"host": "C", "ranks": [2], "fps": [{"rank": 2}]}')
+    role = aggregate.drive(aggregate.gather(0, 3, "A", {"rank": 0}, 1), server, time.monotonic() + 2,
+                           seal, unseal, rejected)
+    assert [s["host"] for s in role.summaries] == ["B", "A"]
+    assert role.missing == [2] and rejected == ["host/2"]
+    aggregate.drive(aggregate.announce(0, {"go": False}), server, time.monotonic() + 1, seal, unseal, rejected)
+    assert aggregate.drive(aggregate.announce(1), server, time.monotonic() + 1, seal, unseal, rejected) == {"go": False}
+    server.set("verdict", '{"go": true}')    # planted without the token
+    assert aggregate.drive(aggregate.announce(1), server, time.monotonic() + 1, seal, unseal, rejected) is None
+    assert rejected == ["host/2", "verdict"]
+
+
+@pytest.mark.slow
 def test_driver_keeps_the_deadline_however_many_keys_are_missing():
     """Rank 0 of 40 hosts of which none arrives: the collect phase ends at its deadline, not
     after one timeout per host."""

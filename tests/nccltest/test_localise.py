@@ -202,13 +202,13 @@ def test_tiny_jobs():
 
 
 def test_the_ring_link_that_closes_an_odd_ring_is_tested():
-    loc, culprits = _search(21, links={frozenset((20, 0))})
+    _, culprits = _search(21, links={frozenset((20, 0))})
     assert [(c.kind, c.hosts) for c in culprits] == [(LINK, ("n0000", "n0020"))]
 
 
 def test_a_dead_host_and_a_dead_link_among_four_are_not_called_all_bad():
     # round 1 fails everywhere (0-1 through the dead host, 2-3 on the dead link)
-    loc, culprits = _search(4, bad={0}, links={frozenset((2, 3))})
+    _, culprits = _search(4, bad={0}, links={frozenset((2, 3))})
     assert [(c.kind, c.hosts) for c in culprits] == [(HOST, ("n0000",)), (LINK, ("n0002", "n0003"))]
 
 

@@ -46,7 +46,8 @@ def traffic(n_hosts: int) -> dict[str, float]:
             "max_not_0": max(outcome.messages[r] for r in others),
             "bytes_max_not_0": max(outcome.bytes[r] for r in others),
             "rank0": outcome.messages[0], "rank0_bytes": outcome.bytes[0],
-            "pairs": outcome.mesh_pairs, "rounds": outcome.mesh_rounds, "wall": wall}
+            "pairs": outcome.mesh_pairs, "rounds": outcome.mesh_rounds, "wall": wall,
+            "compare": outcome.compare_seconds}
 
 
 def planning(n_hosts: int) -> float:
@@ -74,6 +75,8 @@ def main() -> int:
     print(f"per-rank max (rank 0 aside), 4096 : 512 hosts = {rows[4096]['max_not_0'] / rows[512]['max_not_0']:.2f} "
           "(goal 1.00)")
     print(f"rank 0, 4096 : 512 hosts = {rows[4096]['rank0'] / rows[512]['rank0']:.2f} (hosts grew 8x)")
+    print("fingerprint comparison on rank 0 (nccltest.compare over every rank): "
+          + ", ".join(f"{r['ranks']} ranks {r['compare'] * 1000:.0f} ms" for r in rows.values()))
 
     print("\nplanning time (mesh_pairs + schedule), runs alternated")
     times: dict[int, list[float]] = {512: [], 4096: []}

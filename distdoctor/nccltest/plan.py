@@ -104,17 +104,36 @@ def tree_edges(n: int) -> list[Pair]:
 def schedule(pairs: Iterable[Pair], parallel: int) -> list[list[Pair]]:
     """Rounds of pairs that can run at the same time: each host in at most one pair per round
     (as sender or receiver, so no host's NIC is shared between two probes), and at most
-    `parallel` pairs per round. Every pair lands in exactly one round, in a stable order.
+    `parallel` pairs per round. Every pair lands in exactly one round.
 
-    Greedy, hosts with the most pairs first: the number of rounds stays close to the lower bound,
-    the largest number of pairs any one host takes part in (or len(pairs)/parallel)."""
+    The lower bound is the larger of the number of pairs the busiest host takes part in and
+    len(pairs) / parallel. First the rounds without the `parallel` cap: a dense list (a full
+    mesh) in the order of the circle method of round-robin tournaments (N-1 perfect matchings,
+    each run both ways: exactly the bound for a full mesh), a sparse one greedily, the pairs of
+    the busiest hosts first, re-ranked every round (the bound, or one or two over, on the plans
+    `mesh_pairs` makes). Then, when `parallel` is smaller than those rounds, the rounds laid end
+    to end are cut into rounds of `parallel`, each filled from the front, so that a pair that
+    meets a busy host moves to the next round: O(pairs) plus a short scan per round."""
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1, not {parallel}")
     todo = [p for p in dict.fromkeys(pairs) if p[0] != p[1]]
-    degree: dict[int, int] = {}
-    for a, b in todo:
-        degree[a] = degree.get(a, 0) + 1
-        degree[b] = degree.get(b, 0) + 1
+    hosts = sorted({h for p in todo for h in p})
+    if 4 * len(todo) >= len(hosts) * (len(hosts) - 1):
+        present = set(todo)
+        base = [[p for p in r if p in present] for r in _tournament(hosts)]
+        base = [r for r in base if r]
+    else:
+        degree: dict[int, int] = {}
+        for a, b in todo:
+            degree[a] = degree.get(a, 0) + 1
+            degree[b] = degree.get(b, 0) + 1
+        base = _by_busiest(todo, degree)
+    if all(len(r) <= parallel for r in base):
+        return base
+    return _front_filled([p for r in base for p in r], parallel)
+
+
+def _by_busiest(todo: list[Pair], degree: dict[int, int]) -> list[list[Pair]]:
     rounds: list[list[Pair]] = []
     while todo:
         todo.sort(key=lambda p: -(degree[p[0]] + degree[p[1]]))
@@ -123,7 +142,7 @@ def schedule(pairs: Iterable[Pair], parallel: int) -> list[list[Pair]]:
         rest: list[Pair] = []
         for pair in todo:
             a, b = pair
-            if len(this) < parallel and a not in busy and b not in busy:
+            if a not in busy and b not in busy:
                 busy.add(a)
                 busy.add(b)
                 this.append(pair)
@@ -134,6 +153,41 @@ def schedule(pairs: Iterable[Pair], parallel: int) -> list[list[Pair]]:
         rounds.append(sorted(this))
         todo = rest
     return rounds
+
+
+def _front_filled(todo: list[Pair], parallel: int) -> list[list[Pair]]:
+    taken = [False] * len(todo)
+    start = 0
+    rounds: list[list[Pair]] = []
+    while start < len(todo):
+        busy: set[int] = set()
+        this: list[Pair] = []
+        i = start
+        while i < len(todo) and len(this) < parallel:
+            a, b = todo[i]
+            if not taken[i] and a not in busy and b not in busy:
+                taken[i] = True
+                busy.add(a)
+                busy.add(b)
+                this.append(todo[i])
+            i += 1
+        rounds.append(sorted(this))
+        while start < len(todo) and taken[start]:
+            start += 1
+    return rounds
+
+
+def _tournament(hosts: list[int]) -> list[list[Pair]]:
+    """Every ordered pair of `hosts` in 2(N-1) rounds of disjoint pairs (N even; 2N for N odd,
+    one host resting each round): the circle method, then the same rounds the other way."""
+    ring: list[int | None] = list(hosts) + ([None] if len(hosts) % 2 else [])
+    m = len(ring)
+    matchings: list[list[Pair]] = []
+    for _ in range(m - 1):
+        matchings.append([(a, b) for a, b in ((ring[k], ring[m - 1 - k]) for k in range(m // 2))
+                          if a is not None and b is not None])
+        ring = [ring[0], ring[-1]] + ring[1:-1]
+    return [sorted(m_) for m_ in matchings] + [sorted((b, a) for a, b in m_) for m_ in matchings]
 
 
 def coverage(pairs: Sequence[Pair]) -> tuple[dict[int, int], dict[int, int]]:

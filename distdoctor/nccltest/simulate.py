@@ -1,7 +1,8 @@
 """A SIMULATION of nccl-test at scale, in one process: the logic, not the network.
 
 Thousands of ranks cannot be started on a test machine. This runs the real protocol and
-policy code (`aggregate` for the store traffic, `plan` for the mesh, `localise` for the verdicts)
+policy code (`aggregate` for the store traffic, `compare` for the fingerprints, `plan` for the
+mesh, `localise` for the verdicts)
 for every rank of a simulated job, against:
 
 - `SimStore`: a key-value store like torch's TCPStore that counts each rank's messages and bytes;
@@ -25,8 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor.model import Finding
 from distdoctor.nccltest import aggregate, localise, plan
 from distdoctor.nccltest.aggregate import Add, Get, Set
+from distdoctor.nccltest.compare import compare as compare_fingerprints
 
 HEALTHY_GBS = 0.48
 
@@ -134,9 +137,9 @@ def hostname(h: int) -> str:
     return f"node{h:05d}"
 
 
-def fingerprint(rank: int, host: int) -> dict[str, Any]:
+def fingerprint(rank: int, host: int, nccl: str = "2.21.5") -> dict[str, Any]:
     return {"rank": rank, "host": hostname(host), "address": f"10.{host // 250}.{host % 250}.1",
-            "torch": "2.13.0", "nccl": "2.21.5", "cuda": "12.4", "driver": "550.54.15"}
+            "torch": "2.13.0", "nccl": nccl, "cuda": "12.4", "driver": "550.54.15"}
 
 
 @dataclass
@@ -150,6 +153,8 @@ class Outcome:
     mesh_pairs: int
     mesh_rounds: int
     plan_seconds: float
+    fingerprint_findings: list[Finding]
+    compare_seconds: float
     mesh_culprits: list[localise.Culprit]
     localise_rounds: int
     localise_named_at: int | None     # the first round after which the search named its final culprits
@@ -164,20 +169,22 @@ class Outcome:
 
 
 def simulate(n_hosts: int, ranks_per_host: int, fabric: Fabric | None = None, absent: Iterable[int] = (),
-             mode: str = "auto", seed: int = 0, localise_budget: int = 10) -> Outcome:
-    """The rendezvous, fingerprint aggregation, mesh plan, mesh and verdict for a job of
-    n_hosts x ranks_per_host ranks (ranks in blocks per host, as Slurm places them), then the
-    localisation search over the same fabric. `absent` ranks never start."""
+             mode: str = "auto", seed: int = 0, localise_budget: int = 10, odd_nccl: Iterable[int] = ()) -> Outcome:
+    """The rendezvous, fingerprint aggregation and comparison, mesh plan, mesh and verdict for a
+    job of n_hosts x ranks_per_host ranks (ranks in blocks per host, as Slurm places them), then
+    the localisation search over the same fabric. `absent` ranks never start; hosts in
+    `odd_nccl` report another NCCL version."""
     started = time.perf_counter()
     fabric = fabric or Fabric(n_hosts, seed=seed)
     world = n_hosts * ranks_per_host
     absent = set(absent)
+    odd = set(odd_nccl)
     store = SimStore()
     shared: dict[str, Any] = {}
 
     def program(rank: int) -> aggregate.Protocol:
         h = rank // ranks_per_host
-        fp = fingerprint(rank, h)
+        fp = fingerprint(rank, h, "2.18.1" if h in odd else "2.21.5")
         key = aggregate.host_key(fp["host"], fp["address"])
         role = yield from aggregate.gather(rank, world, key, fp, ranks_per_host)
         per_host = None
@@ -188,6 +195,9 @@ def simulate(n_hosts: int, ranks_per_host: int, fabric: Fabric | None = None, ab
             position = {s["host"]: p for p, s in enumerate(summaries)}
             index_of = {s["host"]: i for i, s in enumerate(role.summaries)}
             n_seen = len(summaries)
+            t0 = time.perf_counter()
+            shared["findings"] = compare_fingerprints([fp for s in summaries for fp in s["fps"]])
+            shared["compare_seconds"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             pairs = plan.mesh_pairs(n_seen, mode, seed=seed)
             rounds = plan.schedule(pairs, max(1, n_seen // 2))
@@ -236,7 +246,8 @@ def simulate(n_hosts: int, ranks_per_host: int, fabric: Fabric | None = None, ab
         named_at = next(k + 1 for k in range(len(history)) if all(h == final for h in history[k:]))
     return Outcome(n_hosts, ranks_per_host, dict(store.messages), dict(store.bytes), shared.get("missing", []),
                    len(shared.get("summaries", [])), shared.get("pairs", 0), shared.get("rounds", 0),
-                   shared.get("plan_seconds", 0.0), shared.get("mesh", []), loc.rounds, named_at, culprits,
+                   shared.get("plan_seconds", 0.0), shared.get("findings", []), shared.get("compare_seconds", 0.0),
+                   shared.get("mesh", []), loc.rounds, named_at, culprits,
                    verdicts, time.perf_counter() - started)
 
 

@@ -89,6 +89,29 @@ def test_schedule_rounds_are_disjoint_bounded_and_complete(n, parallel, seed):
         assert len(hosts) == len(set(hosts))
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 60), parallel=st.integers(1, 40), keep=st.floats(0.2, 1.0), seed=st.integers(0, 99))
+def test_schedule_of_dense_lists_and_full_meshes(n, parallel, keep, seed):
+    import random
+
+    rng = random.Random(seed)
+    pairs = [p for p in mesh_pairs(n, "full") if rng.random() < keep]
+    rounds = schedule(pairs, parallel)
+    assert sorted(p for r in rounds for p in r) == sorted(pairs)
+    for r in rounds:
+        hosts = [h for p in r for h in p]
+        assert len(r) <= parallel and len(hosts) == len(set(hosts))
+    if keep == 1.0 and n % 2 == 0 and 2 * parallel >= n:
+        assert len(rounds) == 2 * (n - 1)
+
+
+def test_schedule_is_at_the_bound_when_parallel_binds():
+    for n, mode, parallel, slack in ((32, "full", 7, 0), (8, "full", 1, 0), (512, "auto", 7, 0),
+                                     (4096, "auto", 100, 1)):
+        pairs = mesh_pairs(n, mode)
+        assert -(-len(pairs) // parallel) <= len(schedule(pairs, parallel)) <= -(-len(pairs) // parallel) + slack
+
+
 def test_schedule_is_close_to_the_lower_bound():
     # a host takes part in 2(n-1) pairs of a full mesh: that many rounds at least
     assert len(schedule(mesh_pairs(32, "full"), 1000)) == 62

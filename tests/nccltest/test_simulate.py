@@ -48,6 +48,7 @@ def test_every_rank_gets_the_verdict_and_a_missing_rank_is_named():
     healthy = simulate(6, 4)
     assert all(v == {"go": True, "missing": []} for v in healthy.verdict.values())
     assert healthy.mesh_culprits == [] and healthy.localise_culprits == []
+    assert [f.status.value for f in healthy.fingerprint_findings] == ["ok"]
 
 
 def test_a_host_that_never_starts_is_missing_with_all_its_ranks():
@@ -104,7 +105,9 @@ def test_fabric_probes_are_one_way_and_pair_tests_both_ways():
 @pytest.mark.slow
 def test_simulated_512_hosts_x_8_ranks_names_the_injected_faults():
     """SIMULATION, 512 hosts x 8 ranks: a slow host, a dead host, a one-way drop, a slow link."""
-    outcome = simulate(512, 8, Fabric(512, **FAULTS))
+    outcome = simulate(512, 8, Fabric(512, **FAULTS), odd_nccl={300})
+    assert [(f.status.value, f.summary) for f in outcome.fingerprint_findings] == [
+        ("fail", "NCCL version differs: 2.18.1 on ranks 2400-2407 (node00300) (the other 4088 ranks have 2.21.5)")]
     leaders, followers = _followers_and_leaders(outcome)
     assert max(outcome.messages[r] for r in followers + leaders) == 14
     assert outcome.plan_seconds < 1.0

@@ -23,8 +23,10 @@ import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distdoctor.compare import fold
+from distdoctor.model import Finding, Status
 
 HOST = "host"
 LINK = "link"
@@ -430,3 +432,38 @@ class Localiser:
                                            f"with some partners, but {self.rounds} rounds could not tell whether "
                                            "they or their partners are at fault", unit=unit), ranks_of))
         return out
+
+
+# --- as findings --------------------------------------------------------------------------------
+
+def to_finding(culprit: Culprit) -> Finding:
+    """A culprit as a report finding: FAIL when it fails, WARN when it is only slow; the fix is
+    a command to run first, on the host concerned."""
+    failed = culprit.measured is None
+    evidence: dict[str, Any] = {"kind": culprit.kind, "hosts": list(culprit.hosts), "unit": culprit.unit,
+                                "pairs": [list(p) for p in culprit.pairs]}
+    for name in ("measured", "median"):
+        if getattr(culprit, name) is not None:
+            evidence[name] = round(float(getattr(culprit, name)), 6)
+    if culprit.ranks:
+        evidence["ranks"] = list(culprit.ranks)
+    if culprit.direction:
+        evidence["direction"] = culprit.direction
+    if culprit.kind == HOST:
+        host = culprit.hosts[0]
+        explanation = ("every collective that includes this host runs at its pace, or hangs when it fails; "
+                       "its partners are fine with other hosts")
+        fix = (f"ssh {host} ip -s link   # error and drop counters of {host}'s interfaces; "
+               f"leave it out (srun --exclude={host}) until it is fixed")
+    elif culprit.kind == LINK:
+        a, b = culprit.hosts
+        explanation = ("both hosts are fine with other partners: the path between them (a switch port, a cable, "
+                       "an MTU or a firewall rule on the way) is at fault")
+        fix = f"ssh {a} tracepath -n {b}   # the path and its MTU from {a} to {b}"
+    else:
+        explanation = "the pair results do not single out one host or link"
+        fix = ""
+    subject = culprit.hosts[0] if culprit.kind == HOST else f"{culprit.hosts[0]} {culprit.direction or '->'} " \
+        f"{culprit.hosts[1]}" if culprit.kind == LINK else fold(culprit.hosts)
+    return Finding(Status.FAIL if failed or culprit.kind == UNKNOWN else Status.WARN, culprit.text, subject,
+                   explanation, fix, evidence)

@@ -235,3 +235,28 @@ def test_search_names_exactly_the_injected_faults(n, data, seed):
     assert {frozenset(int(h[1:]) for h in c.hosts) for c in culprits if c.kind == LINK} == links
     assert [c for c in culprits if c.kind == UNKNOWN] == []
     assert loc.rounds <= 10
+
+
+# --- as findings ---------------------------------------------------------------------------------
+
+def test_culprits_become_findings_that_validate_against_the_report_schema():
+    from distdoctor.model import CheckRun, Report, RunContext, Status
+    from distdoctor.nccltest.localise import to_finding
+    from distdoctor.render.json import render
+    from tests.conftest import load_report
+
+    slow = host_and_link_outliers(_mesh(H4, lambda a, b: SLOW if "h3" in (a, b) else HEALTHY),
+                                  ranks_of={"h3": [4, 5]})
+    drop = host_and_link_outliers(_mesh(H4, lambda a, b: None if (a, b) == ("h1", "h2") else HEALTHY))
+    dead = host_and_link_outliers(_mesh(H4, lambda a, b: None))
+    found = [to_finding(c) for c in slow + drop + dead]
+    assert [(f.status, f.subject) for f in found] == [(Status.WARN, "h3"), (Status.FAIL, "h1 -> h2"),
+                                                      (Status.FAIL, "h[1-4]")]
+    assert found[0].summary == "h3 is slow: 0.005 GB/s vs median 0.48 GB/s on pairs with h3"
+    assert found[0].fix.startswith("ssh h3 ip -s link") and found[0].evidence["ranks"] == [4, 5]
+    assert found[1].fix.startswith("ssh h1 tracepath -n h2")
+    assert found[2].fix == ""
+    run = CheckRun("nccl-test.mesh", "hosts and links", ("nccl",), Status.FAIL, tuple(found), 0.1)
+    report = Report("0.1.0", "h1", RunContext("none", "test"), "2026-11-24T00:00:00.000Z", 0.1, (run,), "nccl-test")
+    doc = load_report(render(report))
+    assert [f["subject"] for f in doc["checks"][0]["findings"]] == ["h3", "h1 -> h2", "h[1-4]"]

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from distdoctor.model import Finding
+from distdoctor.model import Finding, Status
 from distdoctor.nccltest import aggregate, localise, plan
 from distdoctor.nccltest.aggregate import Add, Get, Set
 from distdoctor.nccltest.compare import compare as compare_fingerprints
@@ -226,7 +226,8 @@ def simulate(n_hosts: int, ranks_per_host: int, fabric: Fabric | None = None, ab
                     samples[(names[int(value["me"])], names[int(d)])] = rate
             shared["mesh"] = localise.host_and_link_outliers(
                 samples, ranks_of={s["fps"][0]["host"]: s["ranks"] for s in summaries})
-            verdict = {"go": not shared["mesh"] and not role.missing, "missing": role.missing}
+            clash = any(f.status == Status.FAIL for f in shared["findings"])
+            verdict = {"go": not shared["mesh"] and not role.missing and not clash, "missing": role.missing}
         return (yield from aggregate.announce(rank, verdict))
 
     programs = {r: program(r) for r in range(world) if r not in absent}

@@ -40,6 +40,18 @@ def test_no_outlier_in_a_healthy_spread_or_tiny_input():
     assert outliers({"a": 0.1, "b": float("nan"), "c": "x"}) == []  # bad input is ignored
 
 
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(0.8, 1.2), min_size=3, max_size=40), low=st.floats(0.0, 0.39),
+       at=st.integers(0, 40), higher=st.booleans())
+def test_outliers_name_exactly_the_one_far_off(values, low, at, higher):
+    samples = {f"h{i}": v for i, v in enumerate(values)}
+    odd = f"h{at % len(values)}"
+    samples[odd] = low if higher else 1 / max(low, 0.01) * 1.5
+    found = outliers(samples, higher_is_better=higher)
+    assert [o.name for o in found] == [odd]
+    assert outliers({k: v for k, v in samples.items() if k != odd}, higher_is_better=higher) == []
+
+
 def test_two_samples_cannot_name_one_side():
     found = outliers({"h1": 0.48, "h2": 0.005})
     assert len(found) == 1 and found[0].ambiguous and found[0].name == "h[1-2]"

@@ -51,6 +51,13 @@ def test_every_rank_gets_the_verdict_and_a_missing_rank_is_named():
     assert [f.status.value for f in healthy.fingerprint_findings] == ["ok"]
 
 
+def test_a_version_clash_stops_the_job_and_names_the_host():
+    outcome = simulate(6, 2, odd_nccl={4})
+    assert [f.summary for f in outcome.fingerprint_findings] == [
+        "NCCL version differs: 2.18.1 on ranks 8-9 (node00004) (the other 10 ranks have 2.21.5)"]
+    assert {v["go"] for v in outcome.verdict.values()} == {False}
+
+
 def test_a_host_that_never_starts_is_missing_with_all_its_ranks():
     outcome = simulate(5, 4, absent=set(range(8, 12)))
     assert outcome.missing == [8, 9, 10, 11] and outcome.hosts_seen == 4

@@ -27,6 +27,7 @@ from typing import Any
 
 from distdoctor.compare import fold
 from distdoctor.model import Finding, Status
+from distdoctor.nccltest.plan import tree_edges
 
 HOST = "host"
 LINK = "link"
@@ -286,8 +287,6 @@ class Localiser:
 
     def __init__(self, hosts: Sequence[str], seed: int = 0, factor: float = 0.5, max_rounds: int = 10,
                  unit: str = "GB/s", survey: Iterable[tuple[int, int]] | None = None):
-        from distdoctor.nccltest.plan import tree_edges
-
         self.hosts = [str(h) for h in hosts]
         n = len(self.hosts)
         self.factor = factor

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import secrets
 import sys
 import time
 
@@ -104,10 +105,12 @@ def run(args: argparse.Namespace) -> int:
 
     host = Host()
     children = None
+    given = host.env
     if args.local:
         port = local_mod.free_port()
-        children = local_mod.Children(local_mod.forwarded_argv(args), host.env, args.local, port)
-        host = Host(env=local_mod.child_env(host.env, 0, args.local, port))
+        env = dict(host.env, DISTDOCTOR_JOB_TOKEN=secrets.token_hex(16))
+        children = local_mod.Children(local_mod.forwarded_argv(args), env, args.local, port)
+        host = Host(env=local_mod.child_env(env, 0, args.local, port))
     try:
         try:
             ident = identity(host.env)
@@ -115,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         except RendezvousError as exc:
             print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if args.local:
+            where = local_mod.honest_endpoint(where, given)
         return _run_rank(args, host, ident, where, started, started_wall, children)
     finally:
         if children is not None:

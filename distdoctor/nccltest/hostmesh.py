@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from distdoctor.api import fail, ok, warn
 from distdoctor.model import Finding

@@ -78,6 +78,21 @@ class Children:
                 pass
 
 
+def honest_endpoint(where, given: Mapping[str, str]):
+    """Rank 0's rendezvous as --local chose it, not as the children's environment spells it:
+    MASTER_ADDR and MASTER_PORT were chosen here, whatever the caller's environment said."""
+    import dataclasses
+
+    addr = (given.get("MASTER_ADDR") or "").strip()
+    port = (given.get("MASTER_PORT") or "").strip()
+    return dataclasses.replace(
+        where,
+        addr_why="chosen by --local: every rank runs on this host" + (
+            f" (MASTER_ADDR={addr} from the environment is ignored)" if addr else " (MASTER_ADDR unset)"),
+        port_why="chosen by --local: a free port" + (
+            f" (MASTER_PORT={port} from the environment is ignored)" if port else " (MASTER_PORT unset)"))
+
+
 def forwarded_argv(args) -> list[str]:
     """The nccl-test options the children need (output options stay with rank 0)."""
     argv = ["nccl-test", "--timeout", repr(args.timeout)]

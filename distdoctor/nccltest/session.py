@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
+import ipaddress
 import secrets
 import sys
 import threading
@@ -32,9 +32,11 @@ from distdoctor.model import Finding, RunContext, Status
 from distdoctor.nccltest import bench as bench_mod
 from distdoctor.nccltest import collectives, compare, fingerprint, hostmesh, interface, mesh
 from distdoctor.nccltest import report as report_mod
+from distdoctor.nccltest import store as store_mod
 from distdoctor.nccltest.rendezvous import Endpoint, Identity, expected_rank_hosts, step_hosts
 
 HEARTBEAT_S = 0.3
+FAIL_FAST_S = 5.0
 PHASE_CHECK = {"rendezvous": "nccl-test.rendezvous", "mesh": "nccl-test.mesh", "init": "nccl-test.init",
                "all-reduce": "nccl-test.all-reduce", "broadcast": "nccl-test.broadcast",
                "all-gather": "nccl-test.all-gather", "bench": "nccl-test.bench", "results": "nccl-test.init"}
@@ -81,6 +83,9 @@ class RankRun:
         self.reserve = min(2.5, 0.25 * args.timeout)
         self.phase = "rendezvous"
         self.recorder = report_mod.Recorder()
+        self.token, self.token_why = store_mod.job_token(host.env, endpoint.addr, endpoint.port)
+        self.listen_sock = None
+        self.tampered: list[str] = []
         self.final_lock = threading.Lock()
         self.final_code: int | None = None
         self.store = None
@@ -127,17 +132,53 @@ class RankRun:
             return [k for k in keys if not store.check([k])]
 
     def get_json(self, store, key: str, deadline: float) -> Any:
-        if self.wait_keys(store, [key], deadline):
-            return None
-        return json.loads(store.get(key))
+        """The sealed value under key, None if it never came. A value that does not open (a
+        stranger's, planted before the real one) is waited past until the deadline, then
+        raised as Unsealed."""
+        while True:
+            if self.wait_keys(store, [key], deadline):
+                return None
+            try:
+                return store_mod.unseal(self.token, key, store.get(key))
+            except store_mod.Unsealed:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
-    def tcpstore(self, addr: str, master: bool, timeout: float):
+    def put(self, key: str, value: Any, store=None) -> None:
+        (store or self.store).set(key, store_mod.seal(self.token, key, value))
+
+    def tamper_findings(self) -> list[Finding]:
+        """The values rank 0 had to ignore since the last call, as one finding."""
+        if not self.tampered:
+            return []
+        seen, self.tampered = self.tampered, []
+        return [fail(f"{len(seen)} value{'s' if len(seen) > 1 else ''} on the rendezvous {'were' if len(seen) > 1 else 'was'}"
+                     f" not this job's and {'were' if len(seen) > 1 else 'was'} ignored: " + "; ".join(seen[:4]),
+                     subject="rendezvous",
+                     explanation="something other than this job's ranks wrote to the store (another job on the "
+                     "same port, or a stranger); the rank is reported as silent",
+                     fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                     evidence={"rejected": seen[:16]})]
+
+    def opened(self, key: str, rank: int) -> Any:
+        """Rank 0 reading what a rank published: None, and a note naming the rank, when the value
+        is not this job's (overwritten by a stranger, or garbage)."""
+        try:
+            return store_mod.unseal(self.token, key, self.store.get(key))
+        except store_mod.Unsealed as exc:
+            self.tampered.append(f"{key} (rank {rank}): {exc}")
+            return None
+
+    def tcpstore(self, addr: str, master: bool, timeout: float, listen_fd: int | None = None):
         """A connection to the rendezvous store, with every key under a prefix of this test run:
-        under torchrun the store is the agent's, shared with torch's own keys."""
+        under torchrun the store is the agent's, shared with torch's own keys. listen_fd: the
+        server's own listening socket (bound to one address; without it TCPStore binds all)."""
         from torch.distributed import PrefixStore, TCPStore
 
+        extra = {"master_listen_fd": listen_fd} if listen_fd is not None else {}
         raw = TCPStore(addr, self.endpoint.port, None, master, datetime.timedelta(seconds=max(0.5, timeout)),
-                       wait_for_workers=False)
+                       wait_for_workers=False, **extra)
         env = self.host.env
         return PrefixStore(f"distdoctor-nccl-test/{env.get('TORCHELASTIC_RUN_ID', '')}/"
                            f"{env.get('TORCHELASTIC_RESTART_COUNT', '')}", raw)
@@ -210,45 +251,86 @@ class RankRun:
         # The store's listener shares ports (SO_REUSEPORT): binding where another store already
         # listens would succeed and split the ranks between the two. Look first.
         if serve and self.host.connect(own, self.endpoint.port, timeout=1).ok:
-            self.recorder.add("nccl-test.rendezvous", [fail(
-                f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: something already listens there",
-                subject=str(self.endpoint.port),
-                explanation="another job's rendezvous, or an earlier test still running, holds the port",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
-                time.monotonic() - self.started)
-            return self.finish()
+            return self.port_taken("something already listens there")
+        bind = self.store_bind(own, local, if_addrs) if serve else ""
+        self.recorder.extra["rendezvous"]["store_listens_on"] = (bind or "every interface") if serve else \
+            "torchrun's agent store"
         try:
-            self.store = self.tcpstore(own, serve, self.left())
+            if bind:
+                self.listen_sock = store_mod.listen(bind, self.endpoint.port)
+            self.store = self.tcpstore(own, serve, self.left(),
+                                       self.listen_sock.fileno() if self.listen_sock is not None else None)
             self.monitor = self.tcpstore(own, False, 2)
         except Exception as exc:
             text = collectives.first_line(exc)
             in_use = "EADDRINUSE" in text or "in use" in text
-            self.recorder.add("nccl-test.rendezvous", [fail(
-                f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: "
-                + ("the port is in use" if in_use else text), subject=str(self.endpoint.port),
-                explanation="another job, or an earlier test that is still running, holds the port" if in_use else "",
-                fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
-                time.monotonic() - self.started)
-            return self.finish()
-        self.store.set("fp/0", json.dumps(fp))
-        self.fps = [fp]
-        missing = self.wait_keys(self.store, [f"fp/{r}" for r in range(1, self.world)], self.phase_deadline())
-        missing_ranks = sorted(int(k.split("/")[1]) for k in missing)
-        for r in range(1, self.world):
-            if r not in missing_ranks:
-                self.fps.append(json.loads(self.store.get(f"fp/{r}")))
+            return self.port_taken("the port is in use" if in_use else text, in_use)
+        return self.rendezvous(fp, listener, local)
+
+    def store_bind(self, own: str, local: bool, if_addrs) -> str:
+        """The one address the store listens on: MASTER_ADDR's when it names one of this host's
+        addresses; '' (every interface) only when MASTER_ADDR is a name that resolves to the
+        loopback here while other hosts take part (their resolver may say otherwise)."""
+        if not local:
+            return "127.0.0.1"  # nobody else can find it anyway; the report says why
+        try:
+            ipaddress.ip_address(own)
+            return own
+        except ValueError:
+            pass
+        mine = interface.local_addresses(if_addrs)
+        resolved = [a for a in self.host.resolve(own, timeout=2).addresses if a in mine or a.startswith("127.")]
+        real = [a for a in resolved if not a.startswith("127.") and a != "::1"]
+        single_host = self.ident.local_world_size is not None and self.ident.local_world_size == self.world
+        if len(real) == 1:
+            return real[0]
+        if resolved and not real and (single_host or self.world == 1):
+            return resolved[0]
+        return ""
+
+    def port_taken(self, why: str, in_use: bool = True) -> int:
+        self.recorder.add("nccl-test.rendezvous", [fail(
+            f"rank 0 cannot serve the rendezvous on port {self.endpoint.port}: {why}",
+            subject=str(self.endpoint.port),
+            explanation="another job's rendezvous, or an earlier test still running, holds the port" if in_use else "",
+            fix="export MASTER_PORT=<a free port>   # e.g. $((20000 + RANDOM % 10000))")],
+            time.monotonic() - self.started)
+        return self.finish()
+
+    def rendezvous(self, fp: dict[str, Any], listener, local: bool) -> int:
+        """Every rank adds its sealed fingerprint to the roll and counts itself in; rank 0 waits
+        for the count, then reads the roll once (one key, whatever the world size)."""
+        self.store.append(store_mod.ROLL, store_mod.roll_line(self.token, fp))
+        # When MASTER_ADDR is not this host, nobody can find the store: say so within seconds,
+        # not at the bound (a NAT or VIP that does reach it gets that long to show).
+        deadline = self.phase_deadline() if local else min(self.phase_deadline(), time.monotonic() + FAIL_FAST_S)
+        if not local:
+            self.say(f"MASTER_ADDR={self.endpoint.addr} is not an address of this host: the other ranks will not "
+                     f"find the rendezvous; reporting in {FAIL_FAST_S:g} s")
+        while self.store.add(store_mod.ARRIVED, 0) < self.world - 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        roll = store_mod.read_roll(self.token, self.store.get(store_mod.ROLL), self.world)
+        self.fps = [roll.fps[r] for r in sorted(roll.fps)]
         self.recorder.extra["fingerprints"] = self.fps
         waited = time.monotonic() - self.started
         hosts = sorted({f["host"] for f in self.fps})
+        missing_ranks = [r for r in range(self.world) if r not in roll.fps]
+        trouble = rendezvous_trouble(roll, self.world, self.ident.description)
+        # A stranger's line is named but stops nothing; two claimants of a rank or a rank of
+        # another world would make the collectives hang or mix data.
+        strangers = [f for f in trouble if f.subject == "rendezvous"]
+        trouble = [f for f in trouble if f.subject != "rendezvous"]
         if missing_ranks:
-            self.recorder.add("nccl-test.rendezvous", [self.missing_finding(missing_ranks, waited, local)], waited)
+            trouble.insert(0, self.missing_finding(missing_ranks, waited, local))
             self.recorder.extra["missing_ranks"] = missing_ranks
-            self.store.set("plan", json.dumps({"go": False}))
+        if trouble:
+            self.recorder.add("nccl-test.rendezvous", trouble + strangers, waited)
+            self.put("plan", {"go": False})
             self.add_rank_table()
             return self.finish()
         self.recorder.add("nccl-test.rendezvous", [ok(
             f"all {self.world} ranks arrived in {waited:.2f} s from {len(hosts)} host{'s' if len(hosts) > 1 else ''}: "
-            + ", ".join(hosts[:8]) + (" ..." if len(hosts) > 8 else ""))], waited)
+            + ", ".join(hosts[:8]) + (" ..." if len(hosts) > 8 else ""))] + strangers, waited)
         self.add_rank_table()
         self.recorder.add("nccl-test.cross-rank", compare.compare(self.fps))
         return self.lead_tests(fp, listener)
@@ -347,7 +429,7 @@ class RankRun:
         plan = {"go": True, "backend": backend, "mesh": bool(do_mesh and listener), "token": token,
                 "probe_timeout": probe_timeout, "leaders": leaders}
         mesh_plan = self.plan_mesh(hmap, plan) if plan["mesh"] else {}
-        self.store.set("plan", json.dumps(plan))
+        self.put("plan", plan)
         go = blocker is None
         if plan["mesh"]:
             listener.set_token(token)
@@ -356,13 +438,13 @@ class RankRun:
             self.recorder.add("nccl-test.mesh", [skip(
                 "all ranks run on one host: the mesh check is off (--mesh turns it on)" if not spans
                 else "turned off with --no-mesh" if listener else "no mesh listener could be opened")])
-        self.store.set("verdict", json.dumps({"go": go}))
+        self.put("verdict", {"go": go})
         if not go:
             if blocker is not None:
                 self.recorder.add("nccl-test.init", notes + [blocker])
             return self.finish("not run: the checks above found a fault that would make it hang")
         results, rows = self.run_collectives(backend)
-        self.store.set("res/0", json.dumps({"ops": [r.to_dict() for r in results], "bench": rows}))
+        self.put("res/0", {"ops": [r.to_dict() for r in results], "bench": rows})
         self.set_phase("results")
         self.gather_results(results, rows, notes)
         return self.finish()
@@ -387,7 +469,7 @@ class RankRun:
             if hmap.leader(s) == 0:
                 mine = item
             else:
-                self.store.set(f"mplan/{hmap.leader(s)}", json.dumps(item))
+                self.put(f"mplan/{hmap.leader(s)}", item)
         return mine
 
     def lead_mesh(self, hmap: hostmesh.HostMap, plan: dict[str, Any], mine: dict[str, Any]) -> bool:
@@ -402,7 +484,7 @@ class RankRun:
         for r in others:
             if f"mesh/{r}" in missing:
                 continue
-            row = parse_mesh_row(self.store.get(f"mesh/{r}"))
+            row = parse_mesh_row(self.opened(f"mesh/{r}", r))
             if row is None:
                 malformed.append(r)
             else:
@@ -412,7 +494,7 @@ class RankRun:
         silent = [leader_index[int(k.split("/")[1])] for k in missing] + [leader_index[r] for r in malformed]
         verdict = hostmesh.judge(len(hmap.hosts), results, silent)
         unit = "host" if len(hostmesh.group(self.fps).hosts) > 1 else "rank"
-        found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], unit)
+        found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], unit) + self.tamper_findings()
         table = hostmesh.host_table(hmap, results) if len(hmap.hosts) <= 32 else None
         if table:
             found = [dataclasses.replace(f, evidence={**(f.evidence or {}), "table": table}) if i == 0 else f
@@ -437,8 +519,13 @@ class RankRun:
         results: dict[int, dict[str, Any]] = {0: {"ops": [r.to_dict() for r in mine], "bench": my_rows}}
         for r in range(1, self.world):
             if f"res/{r}" not in missing:
-                results[r] = json.loads(self.store.get(f"res/{r}"))
+                got = self.opened(f"res/{r}", r)
+                if isinstance(got, dict) and isinstance(got.get("ops"), list):
+                    results[r] = got
+                else:
+                    missing.append(f"res/{r}")
         silent = sorted(int(k.split("/")[1]) for k in missing)
+        notes = list(notes) + self.tamper_findings()
         states = self.rank_states(silent) if silent else {}
         # Each silent rank is reported under the step it was in when it went quiet.
         silent_at: dict[str, list[int]] = {}
@@ -615,9 +702,14 @@ class RankRun:
             self.say(f"lost the connection to rank 0 at {e.addr}:{e.port} in {self.phase}: "
                      f"{collectives.first_line(exc)}")
             return 2
+        except store_mod.Unsealed as exc:
+            self.say(f"the rendezvous at {e.addr}:{e.port} is not this job's ({exc}): another job's rank 0 "
+                     f"serves that port; give this job its own MASTER_PORT")
+            return 2
 
     def follow_plan(self, fp: dict[str, Any], listener) -> int:
-        self.store.set(f"fp/{self.rank}", json.dumps(fp))
+        self.store.append(store_mod.ROLL, store_mod.roll_line(self.token, fp))
+        self.store.add(store_mod.ARRIVED, 1)
         # Rank 0 decides at its own phase deadline at the latest; wait past that for its word.
         plan = self.get_json(self.store, "plan", self.deadline + 1.0)
         if plan is None:
@@ -632,13 +724,13 @@ class RankRun:
             mine = self.get_json(self.store, f"mplan/{self.rank}", self.phase_deadline()) or {"targets": []}
             row = run_mesh_row(mine, plan, self.rank)
             self.log(f"mesh row: {row}")
-            self.store.set(f"mesh/{self.rank}", json.dumps({str(k): v for k, v in row.items()}))
+            self.put(f"mesh/{self.rank}", {str(k): v for k, v in row.items()})
         verdict = self.get_json(self.store, "verdict", self.deadline + 1.0)
         if verdict is None or not verdict["go"]:
             return self.follow_final(1 if verdict is not None else 2)
         results, rows = self.run_collectives(plan["backend"])
         try:
-            self.store.set(f"res/{self.rank}", json.dumps({"ops": [r.to_dict() for r in results], "bench": rows}))
+            self.put(f"res/{self.rank}", {"ops": [r.to_dict() for r in results], "bench": rows})
         except Exception as exc:
             self.say(f"cannot report results to rank 0: {collectives.first_line(exc)}")
             return 2
@@ -671,7 +763,7 @@ class RankRun:
             code = report_mod.exit_code(runs)
             if self.store is not None:
                 try:
-                    self.store.set("final", json.dumps({"code": code}))
+                    self.put("final", {"code": code})
                     arrived = len(self.fps) - 1
                     end = min(time.monotonic() + 2.0, self.deadline)
                     while arrived > 0 and self.store.add("bye", 0) < arrived and time.monotonic() < end:
@@ -722,7 +814,7 @@ class RankRun:
         code = report_mod.exit_code(self.recorder.runs(self.wanted, ""))
         store = self.monitor or self.store  # the main connection may be blocked in a call
         try:  # first, so that the other ranks can end with the same code while this one reports
-            store.set("final", json.dumps({"code": code}))
+            self.put("final", {"code": code}, store)
         except Exception:
             pass
         others = [f["rank"] for f in self.fps if f["rank"] != 0]
@@ -744,13 +836,55 @@ class RankRun:
             try:
                 if store is None or not store.check([f"res/{r}"]):
                     continue
-                ops = json.loads(store.get(f"res/{r}"))["ops"]
+                ops = store_mod.unseal(self.token, f"res/{r}", store.get(f"res/{r}"))["ops"]
             except Exception:
                 continue
             for op in ops:
                 if not op["ok"]:
                     findings.append(fail(f"rank {r}: {op['name']} failed: {op['detail']}", subject=str(r)))
         return findings
+
+
+def rendezvous_trouble(roll: store_mod.Roll, world: int, source: str) -> list[Finding]:
+    """What the roll shows besides missing ranks: two processes on one rank, ranks of another
+    world size, lines that are not this job's."""
+    out = []
+
+    def who(fp: dict[str, Any]) -> str:
+        return f"{fp.get('host')} pid {fp.get('pid')}"
+
+    for rank, claimants in sorted(roll.duplicates.items()):
+        out.append(fail(f"rank {rank} is claimed by {len(claimants)} processes: "
+                        + ", ".join(who(f) for f in claimants), subject=str(rank),
+                        explanation="two processes started with the same rank (a launcher run twice, or RANK set "
+                        "by hand): the collectives would mix their data or hang",
+                        fix="pgrep -af 'distdoctor nccl-test'   # on those hosts: stop the extra process",
+                        evidence={"rank": rank, "claimants": [{"host": f.get("host"), "pid": f.get("pid")}
+                                                              for f in claimants]}))
+    if roll.other_world:
+        sizes = sorted({f["world_size"] for f in roll.other_world})
+        out.append(fail(f"{len(roll.other_world)} process{'es' if len(roll.other_world) > 1 else ''} of this job "
+                        f"think{'' if len(roll.other_world) > 1 else 's'} the world size is "
+                        f"{', '.join(map(str, sizes))}, not {world}: "
+                        + ", ".join(f"rank {f['rank']} ({who(f)}, world {f['world_size']})"
+                                    for f in roll.other_world[:8]),
+                        subject="world_size",
+                        explanation=f"rank 0 has world size {world} from {source}; every rank must be started "
+                        "with the same one, or the rendezvous waits for ranks that never come",
+                        fix="echo $WORLD_SIZE $SLURM_NTASKS $OMPI_COMM_WORLD_SIZE   # on those ranks: the launch "
+                            "must give every rank the same world size",
+                        evidence={"ranks": [{"rank": f["rank"], "world_size": f["world_size"], "host": f.get("host"),
+                                             "pid": f.get("pid")} for f in roll.other_world]}))
+    if roll.foreign:
+        hints = "; ".join(", ".join(f"{k} {v}" for k, v in h.items()) for h in roll.foreign_hints[:4])
+        out.append(fail(f"{len(roll.foreign)} value{'s' if len(roll.foreign) > 1 else ''} on the rendezvous did "
+                        f"not come from this job: {roll.foreign[0]}" + (f" (unverified: {hints})" if hints else ""),
+                        subject="rendezvous",
+                        explanation="another job uses the same MASTER_ADDR:MASTER_PORT, or something else wrote to "
+                        "the store; its data was ignored",
+                        fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                        evidence={"rejected": roll.foreign[:16], "claims": roll.foreign_hints[:16]}))
+    return out
 
 
 def run_mesh_row(mine: dict[str, Any], plan: dict[str, Any], rank: int) -> dict[int, dict[str, Any]]:
@@ -761,10 +895,9 @@ def run_mesh_row(mine: dict[str, Any], plan: dict[str, Any], rank: int) -> dict[
     return {r: p.to_dict() for r, p in row.items()}
 
 
-def parse_mesh_row(raw: bytes) -> dict[int, dict[str, Any]] | None:
+def parse_mesh_row(data: Any) -> dict[int, dict[str, Any]] | None:
     """A leader's published row, or None when it is not one (a stranger's or a broken write)."""
     try:
-        data = json.loads(raw)
         return {int(d): {"status": str(p["status"]), "rate_gbs": float(p.get("rate_gbs") or 0.0),
                          "seconds": float(p.get("seconds") or 0.0), "moved": int(p.get("moved") or 0)}
                 for d, p in data.items()}

@@ -12,7 +12,14 @@ import pytest
 
 from tests.harness import apt
 from tests.harness.netns import Namespaces
-from tests.nccltest.ranks import Ranks, checks, rank_env, report, require_torch, statuses
+from tests.nccltest.ranks import (
+    Ranks,
+    checks,
+    rank_env,
+    report,
+    require_torch,
+    statuses,
+)
 
 pytestmark = pytest.mark.slow
 MARGIN = 6.0  # four or five interpreters importing torch on a loaded 2-core machine

@@ -38,8 +38,37 @@ class Network:
     def peer_devs(self) -> list[str]:
         return [p.route.dev for p in self.peers if p.route and p.route.dev]
 
+    def peers_through(self, iface: Interface) -> list[Peer]:
+        return [p for p in self.peers if p.route and p.route.dev == iface.name
+                and p.route.kind in ("", "unicast", "local")]
+
+    def nat(self, iface: Interface) -> str:
+        """Why the other nodes cannot connect back to iface's address although it carries the
+        route to them, or ''. A Docker/Podman bridge-mode container is NATed by definition. A
+        veth whose route to every peer leaves through a gateway, holding a private address, is
+        the inside of a NATed container bridge (docker0, podman's cni-podman0, a netns with
+        MASQUERADE) unless Kubernetes' CNI routes pod addresses between nodes. A route that
+        reaches the peers on the link itself (no gateway) is shared L2: they can answer."""
+        if self.container in ("docker", "podman") and iface.kind in ("veth", "container", "virtual"):
+            return (f"{iface.describe()}: this {self.container} container's end of a bridge network; other "
+                    "nodes cannot connect to its address (NAT)")
+        if self.container == "kubernetes" or iface.kind not in ("veth", "container", "virtual"):
+            return ""
+        through = self.peers_through(iface)
+        if not through or not all(p.route.gateway for p in through):
+            return ""
+        private = [a for a in iface.addresses if a.ip is not None and a.ip.is_private and a.scope == "global"]
+        if not private:
+            return ""
+        gateways = ", ".join(dict.fromkeys(p.route.gateway for p in through))
+        return (f"{iface.describe()} with private address {private[0].address}, and the route to the other "
+                f"nodes leaves through gateway {gateways}: the inside of a NATed container network; the other "
+                "nodes cannot connect to its address")
+
     def judge(self, iface: Interface) -> tuple[bool, str]:
-        """(usable across nodes, why) for an interface NCCL might advertise."""
+        """(usable across nodes, why) for an interface NCCL might advertise. Judged by
+        reachability: what matters is whether the other nodes of the job can connect to its
+        address, not what kind of link it is."""
         table = self.table
         if iface.kind == "loopback":
             return False, "loopback: other nodes cannot reach it"
@@ -51,17 +80,19 @@ class Network:
             master = table.get(iface.master)
             what = "bridge" if master and master.kind in ("bridge", "container") else "bond/team"
             return False, f"{iface.describe()}: a {what} port, traffic never leaves this host through it"
+        nat = self.nat(iface)
+        if nat:
+            return False, nat
         if iface.kind in PHYSICAL_KINDS or iface.kind == "macvlan":
             return True, iface.describe()
         if iface.kind in ("bridge", "container") and iface.members:
             physical = [m for m in iface.members if (table.get(m) and table.get(m).kind in PHYSICAL_KINDS)]
             if physical:
                 return True, f"bridge over physical {', '.join(physical)}"
-        if self.container in ("docker", "podman") and iface.kind in ("veth", "container", "virtual"):
-            return False, (f"{iface.describe()}: this {self.container} container's end of a bridge network; other "
-                           "nodes cannot connect to its address (NAT)")
-        if iface.name in self.peer_devs():
-            return True, f"{iface.describe()}, and the kernel routes the other nodes through it"
+        through = self.peers_through(iface)
+        if through:
+            how = "on its own link" if not any(p.route.gateway for p in through) else "through it"
+            return True, f"{iface.describe()}, and the kernel routes the other nodes {how}"
         if iface.kind in ("veth", "container", "virtual", "overlay", "vpn") and \
                 iface.name in table.default_route_devs():
             return True, f"{iface.describe()} carrying the default route: this network namespace's way out"
@@ -70,6 +101,14 @@ class Network:
         if iface.kind in ("bridge", "container"):
             return False, f"{iface.describe()} of container/VM ports: its addresses exist only inside this host"
         return False, f"{iface.describe()}: a virtual interface without the route to the other nodes"
+
+    def natted(self) -> bool:
+        """Every interface that carries a route to the other nodes is NATed: no variable helps."""
+        devs = [self.table.get(d) for d in dict.fromkeys(self.peer_devs())]
+        devs = [d for d in devs if d is not None]
+        if not devs and self.container in ("docker", "podman"):
+            return True
+        return bool(devs) and all(self.nat(d) for d in devs)
 
     def suggest(self) -> Interface | None:
         """The interface NCCL and Gloo should use: up, with a routable address, judged usable;
@@ -88,15 +127,20 @@ class Network:
 
         return min(usable, key=rank, default=None)
 
-    def fix(self) -> str:
+    def fix(self, node: str = "") -> str:
+        if self.natted():
+            return self.host_networking_fix(node)
         best = self.suggest()
         if best:
             return f"export NCCL_SOCKET_IFNAME={suggest_ifname([best.name])} GLOO_SOCKET_IFNAME={best.name}"
-        if self.container in ("docker", "podman"):
-            return (f"{self.container} run --network=host ...   # no variable can make a NATed container address "
-                    "reachable; on Kubernetes use hostNetwork: true or a routed CNI")
         return ("bring up a physical or IPoIB interface with an address (ip link set <if> up; ip addr add ...), "
                 "or run the container with --network=host")
+
+    def host_networking_fix(self, node: str = "") -> str:
+        runtime = self.container if self.container in ("docker", "podman") else "docker"
+        on = f" on {node}" if node else ""
+        return (f"{runtime} run --network=host ...   # restart this container{on} with host networking; on "
+                "Kubernetes: hostNetwork: true. No NCCL_SOCKET_IFNAME can make a NATed address reachable")
 
 
 def _interface_table(table: InterfaceTable, choice: NcclChoice | None = None) -> dict:
@@ -163,7 +207,7 @@ def nccl_socket_interface(ctx: Context):
     peers = network.peers
     choice = predict_nccl_interfaces(table.interfaces, settings, resolve=_resolver(ctx))
     best = network.suggest()
-    fix = network.fix()
+    fix = network.fix(ctx.facts.hostname)
     source = _source(ctx, "NCCL_SOCKET_IFNAME")
     evidence = {"rule": choice.rule, "bootstrap": str(choice.bootstrap) if choice.bootstrap else None,
                 "sockets": [str(p) for p in choice.sockets], "NCCL_SOCKET_IFNAME": choice.setting,
@@ -319,7 +363,7 @@ def gloo_socket_interface(ctx: Context):
     network = Network.of(ctx)
     best = network.suggest()
     value = ctx.env.get("GLOO_SOCKET_IFNAME")
-    fix = f"export GLOO_SOCKET_IFNAME={best.name}" if best else network.fix()
+    fix = f"export GLOO_SOCKET_IFNAME={best.name}" if best and not network.natted() else network.fix(ctx.facts.hostname)
     if value is not None:
         names = [n for n in value.split(",")]
         if not value.strip() or any(n == "" for n in names):

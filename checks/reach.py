@@ -58,10 +58,24 @@ def _input_fix(problem: str) -> dict[str, str]:
                    "# -H node01:4,node02:4   --hosts 'node[01-04]'   --ports 29500,29600-29603"}
 
 
-def _settings(ctx: Context, ports: tuple[int, ...]) -> R.ProbeSettings:
+def _ssh_wanted(ctx: Context, origin: str) -> tuple[bool, bool]:
+    """`ssh = "auto"` (the default) probes ssh except for the nodes of the Slurm job this task
+    was started in by srun: srun (and mpirun under Slurm, through srun) launches without ssh,
+    so a cluster without sshd on its compute nodes is healthy."""
+    value = ctx.params.get("ssh", "auto")
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        wanted = not (origin.startswith("Slurm") and ctx.run_context.kind == "slurm-step")
+        return wanted, wanted  # (ssh login probe, tcp/ssh port probe)
+    if not isinstance(value, bool):
+        raise ValueError(f"ssh must be true, false or \"auto\", not {value!r}")
+    return value, True
+
+
+def _settings(ctx: Context, ports: tuple[int, ...], origin: str = "") -> R.ProbeSettings:
     params = ctx.params
+    ssh, ssh_port_probe = _ssh_wanted(ctx, origin)
     return R.ProbeSettings(
-        timeout=float(params.get("probe_timeout", 3.0)), ports=ports, ssh=bool(params.get("ssh", True)),
+        timeout=float(params.get("probe_timeout", 3.0)), ports=ports, ssh=ssh, ssh_port_probe=ssh_port_probe,
         ssh_port=int(params.get("ssh_port", 0) or 0),
         ssh_options=tuple(_as_list(params.get("ssh_options"), "ssh_options")),
         user=str(params.get("user", "") or ""), max_threads=int(params.get("max_threads", 1024)),
@@ -238,7 +252,7 @@ def _table(rows: list[R.HostReach], columns: list[str], max_rows: int, bad: set[
 
 @check("reach.hosts", title="Every host answers: name, TCP ports, passwordless ssh",
        tags=("reach", "ssh", "mpi", "horovod", "network"), timeout=30,
-       params={"probe_timeout": 3.0, "ssh": True, "ssh_port": 0, "ssh_options": [], "user": "", "ports": [],
+       params={"probe_timeout": 3.0, "ssh": "auto", "ssh_port": 0, "ssh_options": [], "user": "", "ports": [],
                "hosts": [], "hostfile": "", "max_rows": 40, "max_threads": 1024})
 def hosts(ctx: Context) -> Iterator[Finding]:
     """Probes every host of the job at once, each probe with its own timeout, and says in one
@@ -256,7 +270,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     and then hangs at login."""
     try:
         targets, ports, port_problems = _targets(ctx)
-        settings = _settings(ctx, ports)
+        settings = _settings(ctx, ports, targets.origin)
     except (ValueError, TypeError) as exc:
         yield fail(f"reach.hosts parameters: {exc}", fix="fix [checks.\"reach.hosts\"] in the config file")
         return
@@ -315,7 +329,9 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     n = len(rows)
     plural = "s" if n != 1 else ""
     if worst is Status.OK:
-        yield ok(f"all {n} host{plural} from the {targets.origin} answer every probe", evidence=evidence)
+        unprobed = "" if settings.ssh_port_probe else (" (ssh not probed: srun starts the job's tasks without it; "
+                                            "set ssh = true under [checks.\"reach.hosts\"] to probe it)")
+        yield ok(f"all {n} host{plural} from the {targets.origin} answer every probe{unprobed}", evidence=evidence)
     else:
         summary = f"{len(bad)} of {n} host{plural} from the {targets.origin} fail a probe"
         yield (fail if worst is Status.FAIL else warn)(summary, evidence=evidence)

@@ -44,6 +44,9 @@ class Rule:
              that depend on the values.
     absent   "ignore": members without the fact take no part; "value": a missing fact is a value
              of its own (a node without NCCL among nodes with it)
+    best     for AGREE: picks the reference from the values present instead of the majority
+             (check results: the best status present, so a check failing on most nodes still
+             names the failing ones); None keeps the majority
     """
 
     key: str
@@ -53,12 +56,13 @@ class Rule:
     why: str = ""
     fix: str | Callable[["Difference"], str] = ""
     absent: str = "ignore"
+    best: Callable[[Sequence[Any]], Any] | None = None
 
     def for_key(self, key: str) -> "Rule":
         if key == self.key:
             return self
         return Rule(key, self.label.replace("*", _glob_part(self.key, key)), self.must, self.status,
-                    self.why, self.fix, self.absent)
+                    self.why, self.fix, self.absent, self.best)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Difference:
     rule: Rule
     groups: tuple[Group, ...]           # largest first
     reference: Any = None               # the majority or expected value (None when there is none)
-    basis: str = "majority"             # majority | expected | tie | duplicate
+    basis: str = "majority"             # majority | best | expected | tie | duplicate
     outliers: tuple[str, ...] = ()      # members whose value is not the reference (or duplicates)
     total: int = 0                      # members that took part
     status: Status = Status.WARN
@@ -125,6 +129,12 @@ def _judge(members: Mapping[str, Mapping[str, Any]], rule: Rule) -> Difference |
                           rule.status)
     if len(groups) < 2:
         return None
+    if rule.best is not None:
+        ref = rule.best([g.value for g in groups])
+        first = [g for g in groups if _norm(g.value) == _norm(ref)]
+        rest = [g for g in groups if _norm(g.value) != _norm(ref)]
+        return Difference(rule, tuple(first + rest), ref, "best", tuple(m for g in rest for m in g.members),
+                          total, rule.status)
     if len(groups[0].members) > len(groups[1].members):
         ref = groups[0].value
         outliers = tuple(m for g in groups[1:] for m in g.members)
@@ -175,6 +185,11 @@ def matches_expectation(value: Any, wanted: Any) -> bool:
             op, target = m.groups()
             a, b = _number(value), _number(target)
             if a is None or b is None:
+                a, b = _version(value), _version(target)
+                if a is not None and b is not None:  # 2.18 == 2.18.0
+                    width = max(len(a), len(b))
+                    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+            if a is None or b is None:
                 equal = _norm(value) == _norm(target)
                 return equal if op in ("==", ">=", "<=") else (not equal if op == "!=" else False)
             return {">=": a >= b, "<=": a <= b, "==": a == b, "!=": a != b, ">": a > b, "<": a < b}[op]
@@ -182,6 +197,15 @@ def matches_expectation(value: Any, wanted: Any) -> bool:
     if a is not None and b is not None:
         return a == b
     return _norm(value) == _norm(wanted)
+
+
+_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+)")
+
+
+def _version(value: Any) -> tuple[int, ...] | None:
+    """'2.21.5', '2.21.5+cuda12.4', '550.127.05' as comparable tuples: '>= 2.18' on versions."""
+    m = _VERSION.match(str(value).strip()) if value is not None else None
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def _number(value: Any) -> float | None:
@@ -257,6 +281,8 @@ def describe(diff: Difference, noun: str = "node", names: Callable[[Iterable[str
         return f"{label} differs: " + "; ".join(f"{show(g.value)} on {names(g.members)}" for g in diff.groups)
     major = diff.groups[0]
     odd = "; ".join(f"{show(g.value)} on {names(g.members)}" for g in diff.groups[1:])
+    if diff.basis == "best":
+        return f"{label}: {odd} ({show(major.value)} on {names(major.members)})"
     return (f"{label} differs: {odd} (the other {len(major.members)} {_plural(noun, len(major.members))} "
             f"have {show(major.value)})")
 

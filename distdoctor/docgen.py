@@ -1,6 +1,7 @@
 """Writes the check reference (docs/checks.md) from the checks' own metadata.
 
     python -m distdoctor.docgen > docs/checks.md
+    python -m distdoctor.docgen inventory > docs/inventory.md
 
 A test fails when the committed file differs from what this prints."""
 
@@ -37,4 +38,9 @@ def reference() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(reference())
+    if sys.argv[1:] == ["inventory"]:
+        from distdoctor import inventory
+
+        sys.stdout.write(inventory.markdown())
+    else:
+        sys.stdout.write(reference())

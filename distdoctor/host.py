@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
+import platform
 import re
 import resource
 import shutil
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 MAX_OUTPUT = 16 * 1024 * 1024
+_DIST_INFO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._]*?)-([0-9][^-]*?)\.(?:dist-info|egg-info)$")
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,10 @@ class Host:
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
 
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-            input: str | None = None) -> CommandResult:
+            input: str | bytes | None = None) -> CommandResult:
         """Run argv (never through a shell) and wait at most `timeout` seconds. The command
-        runs in its own process group so that a hung child and its children are all killed."""
+        runs in its own process group so that a hung child and its children are all killed.
+        `input` (text, or bytes passed as they are) is written to its stdin."""
         argv = tuple(str(a) for a in argv)
         run_env = dict(self.env)
         run_env["LC_ALL"] = "C"  # parsers expect the C locale's wording
@@ -136,8 +139,17 @@ class Host:
             return CommandResult(argv, 126, error="permission denied")
         except OSError as exc:
             return CommandResult(argv, 126, error=exc.strerror or str(exc))
+        data = input.encode() if isinstance(input, str) else input
+        writer = None
+        if data is not None and len(data) > 65536:
+            # communicate() feeds stdin 512 bytes per poll round; a block of megabytes (`log`
+            # piping a log block into grep) goes faster written whole from a thread.
+            writer = threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True)
+            proc.stdin = None
+            data = None
+            writer.start()
         try:
-            out, err = proc.communicate(input.encode() if input is not None else None, timeout=timeout)
+            out, err = proc.communicate(data, timeout=timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
             self._kill_group(proc)
@@ -146,6 +158,8 @@ class Host:
             except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
                 out, err = b"", b""
             timed_out = True
+        if writer is not None:
+            writer.join(timeout=2)
         duration = time.monotonic() - start
         return CommandResult(
             argv, None if timed_out else proc.returncode,
@@ -230,6 +244,15 @@ class Host:
         return os.getuid()
 
     # --- names and sockets ----------------------------------------------------------------
+
+    def write_stdout_once(self, data: bytes) -> None:
+        """data to fd 1 in one write(2) where the pipe takes it whole: a launcher that forwards
+        several tasks' output then never splits one task's line with another's."""
+        sys.stdout.flush()
+        view = memoryview(data)
+        while view:
+            written = os.write(1, view)
+            view = view[written:]
 
     def hostname(self) -> str:
         return socket.gethostname()
@@ -355,6 +378,34 @@ class Host:
     def python_version(self) -> str:
         return ".".join(str(v) for v in sys.version_info[:3])
 
+    def distribution_versions(self) -> dict[str, str]:
+        """{normalized name: version} of every installed distribution, read from the
+        `name-version.dist-info` folder names on sys.path (a listing, not a METADATA read per
+        package). The first folder on the path wins, as for an import."""
+        found: dict[str, str] = {}
+        for folder in sys.path:
+            try:
+                entries = os.listdir(folder or ".")
+            except OSError:
+                continue
+            for entry in entries:
+                m = _DIST_INFO.match(entry)
+                if m:
+                    found.setdefault(re.sub(r"[-_.]+", "_", m.group(1)).lower(), m.group(2))
+        return found
+
+    def python_executable(self) -> str:
+        return sys.executable
+
+    def platform_info(self) -> dict[str, str]:
+        """uname, the C library and Python's platform string (what collect_env prints)."""
+        uname = platform.uname()
+        libc, libc_version = platform.libc_ver()
+        return {"system": uname.system, "release": uname.release, "version": uname.version,
+                "machine": uname.machine, "libc": f"{libc}-{libc_version}" if libc else "",
+                "platform": platform.platform(),
+                "python_implementation": platform.python_implementation()}
+
     # --- time -----------------------------------------------------------------------------
 
     def time(self) -> float:
@@ -472,4 +523,16 @@ def _nvml_query() -> dict[str, Any]:
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
+            pass
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the command exited or was killed at its deadline: nothing more to say
+    finally:
+        try:
+            pipe.close()
+        except (BrokenPipeError, OSError):
             pass

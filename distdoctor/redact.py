@@ -30,3 +30,16 @@ def redact(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return str(value)
+
+
+_INLINE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)")
+_URL_PASSWORD = re.compile(r"(\w+://[^\s:/@]+:)[^\s@/]+@")
+
+
+def redact_text(text: str) -> str:
+    """A line of free text (a log line) with secret-looking NAME=value pairs and passwords in
+    URLs replaced."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    if "=" not in text:
+        return text
+    return _INLINE.sub(lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0), text)

@@ -19,6 +19,7 @@ from typing import Iterable, Mapping
 from distdoctor.model import CheckInfo
 
 GROUP = "distdoctor.checks"
+BUILTIN = "distdoctor.checks"
 
 
 @dataclass
@@ -65,6 +66,43 @@ def _load_file(path: str) -> object:
     return module
 
 
+def _source_tree_builtin() -> object | None:
+    """The built-in pack when `distdoctor` was imported from a source tree (`python3 -m
+    distdoctor` run in a clone: the clone's distdoctor/ shadows the installed package, and the
+    pack lives in checks/ beside it, not under it). Loaded under its installed name, so its
+    modules import each other as they do from a wheel. None when this is not a source tree."""
+    import distdoctor
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(distdoctor.__file__)))
+    init = os.path.join(root, "checks", "__init__.py")
+    if not (os.path.isfile(init) and os.path.isfile(os.path.join(root, "pyproject.toml"))):
+        return None
+    spec = importlib.util.spec_from_file_location(BUILTIN, init,
+                                                  submodule_search_locations=[os.path.dirname(init)])
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[BUILTIN] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(BUILTIN, None)
+        raise
+    return module
+
+
+def _load_entry_point(ep) -> object:
+    try:
+        return ep.load()
+    except ModuleNotFoundError as exc:
+        if ep.value != BUILTIN or exc.name != BUILTIN:
+            raise
+        pack = _source_tree_builtin()
+        if pack is None:
+            raise
+        return pack
+
+
 def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str]:
     dirs = list(checks_dirs)
     dirs += [d for d in env.get("DISTDOCTOR_CHECKS_PATH", "").split(os.pathsep) if d]
@@ -79,7 +117,7 @@ def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
     for ep in sorted(eps, key=lambda e: (e.name != "builtin", e.name)):
         source = f"entry point {ep.name} ({ep.value})"
         try:
-            registry.add_pack(source, ep.load())
+            registry.add_pack(source, _load_entry_point(ep))
         except Exception as exc:  # a broken pack must not sink the run
             registry.problems.append((source, f"{source} failed to load: {type(exc).__name__}: {exc}"))
     for directory in drop_in_dirs(checks_dirs, env or {}):

@@ -41,7 +41,9 @@ class FakeHost(Host):
                  distributions: Mapping[str, Distribution] | None = None,
                  cpu_affinity: Sequence[int] | None = None,
                  cpu_count: int = 8,
-                 nvml: Mapping[str, Any] | None = None):
+                 nvml: Mapping[str, Any] | None = None,
+                 platform_info: Mapping[str, str] | None = None,
+                 python_executable: str = "/usr/bin/python3"):
         super().__init__(env=dict(env or {}))
         self.commands = dict(commands or {})
         self.files = dict(files or {})
@@ -60,6 +62,8 @@ class FakeHost(Host):
         self._cpu_count = cpu_count
         self.calls: list[tuple[str, ...]] = []
         self._nvml = dict(nvml) if nvml is not None else None
+        self._platform = dict(platform_info or {})
+        self._python_executable = python_executable
 
     def _answer(self, argv: tuple[str, ...]):
         # Most specific first: the whole argv, then the command name alone.
@@ -159,6 +163,15 @@ class FakeHost(Host):
 
     def distribution_names(self) -> list[str]:
         return sorted(_normalize(d.name) for d in self._distributions.values())
+
+    def distribution_versions(self) -> dict[str, str]:
+        return {_normalize(d.name): d.version for d in self._distributions.values()}
+
+    def python_executable(self) -> str:
+        return self._python_executable
+
+    def platform_info(self) -> dict[str, str]:
+        return dict(self._platform)
 
     def python(self, code: str, timeout: float, env=None) -> CommandResult:
         return self.run(["python", "-c", code], timeout=timeout, env=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 from dataclasses import dataclass, field
 
 from distdoctor import hostlist
@@ -207,11 +208,55 @@ def _is_ip(text: str) -> bool:
 
 
 MAX_PEERS = 8
+_HNP_TCP = re.compile(r"tcp://([0-9.]+):\d+")  # Open MPI's HNP URI: "jobid.0;tcp://10.0.0.1:58385;tcp6://..."
+
+
+def job_peer_names(facts) -> list[tuple[str, str]]:
+    """The other nodes of the job this process runs in, as (name, source): the Slurm step's
+    (else the allocation's) node list, and the node Open MPI's mpirun runs on. MASTER_ADDR
+    (torchrun and most launchers) is read by `peers` itself."""
+    out: list[tuple[str, str]] = []
+    try:
+        slurm = facts.slurm_env
+    except Exception:  # an unreadable Slurm environment is the slurm area's to report
+        slurm = None
+    if slurm is not None:
+        for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+            names = slurm.nodelists.get(var)
+            if names:
+                source = f"Slurm job {slurm.job_id}" if slurm.job_id else var
+                out.extend((name, source) for name in names)
+                break
+    env = facts.host.env
+    hnp = _HNP_TCP.search(env.get("OMPI_MCA_orte_hnp_uri", ""))
+    if hnp:
+        out.append((hnp.group(1), "mpirun (OMPI_MCA_orte_hnp_uri)"))
+    return out
+
+
+def own_names(facts) -> set[str]:
+    """The names this node goes by: its hostname (full and short) and Slurm's name for it."""
+    name = facts.hostname
+    names = {name, name.split(".")[0]}
+    slurmd = facts.host.env.get("SLURMD_NODENAME", "").strip()
+    if slurmd:
+        names.add(slurmd)
+    return names
+
+
+def _local_addresses(facts) -> set[str]:
+    try:
+        table = facts.interfaces
+    except Exception:
+        return set()
+    return {a.address.split("%")[0] for i in table.interfaces for a in i.addresses}
 
 
 @fact
 def peers(facts) -> list[Peer]:
-    """MASTER_ADDR, NCCL_COMM_ID's host and --hosts, with the kernel's route to each."""
+    """The other nodes this one must reach, with the kernel's route to each: MASTER_ADDR,
+    NCCL_COMM_ID's host, --hosts, and the job's own nodes (Slurm's node list, mpirun's node),
+    at most MAX_PEERS of them."""
     host = facts.host
     env = host.env
     wanted: list[tuple[str, str]] = []
@@ -228,13 +273,15 @@ def peers(facts) -> list[Peer]:
         except hostlist.HostlistError:
             names = [expr]  # reported by the reach checks; a route lookup of it fails cleanly here
         wanted.extend((name, "--hosts") for name in names[:MAX_PEERS])
-    own = {facts.host.hostname()}
+    job = job_peer_names(facts)
+    own = own_names(facts)
     out: list[Peer] = []
     seen = set()
-    for name, source in wanted:
+    for name, source in wanted + job:
         if name in seen or name in own or len(out) >= MAX_PEERS:
             continue
         seen.add(name)
+        from_job = (name, source) in job
         address = name.strip("[]").split("%", 1)[0]  # MASTER_ADDR=[fd00::1] is common for IPv6
         if not _is_ip(address):
             resolved = host.resolve(name, timeout=1.0)
@@ -242,8 +289,12 @@ def peers(facts) -> list[Peer]:
                 out.append(Peer(name, source, error=f"does not resolve: {resolved.error}"))
                 continue
             address = resolved.addresses[0]
+        if from_job and address in _local_addresses(facts):
+            continue  # this node under another name (mpirun started here)
         route, error = route_to(host, address)
         if route is not None and route.kind == "local":
+            if from_job:
+                continue
             # This node is the peer (the master itself): the kernel answers "dev lo"; the
             # interface that matters is the one holding the address.
             owner = next((i.name for i in facts.interfaces.interfaces

@@ -219,6 +219,7 @@ class ProbeSettings:
     ssh_options: tuple[str, ...] = ()
     user: str = ""
     max_threads: int = 1024
+    ssh_port_probe: bool = True  # the tcp/ssh column; off with ssh when srun launches the job
 
     @property
     def ssh_limit(self) -> float:
@@ -356,7 +357,7 @@ def _process_slots(host) -> int:
 
 
 def probe_columns(settings: ProbeSettings) -> list[str]:
-    columns = [NAME, SSH_PORT] + [f"tcp/{p}" for p in settings.ports]
+    columns = [NAME] + ([SSH_PORT] if settings.ssh_port_probe else []) + [f"tcp/{p}" for p in settings.ports]
     return columns + ([SSH] if settings.ssh else [])
 
 
@@ -375,8 +376,9 @@ def probe_hosts(host, targets: Sequence[Target], settings: ProbeSettings,
         tasks.append((index, NAME, settings.timeout + grace,
                       lambda t=target: _probe_name(host, t, settings, several)))
         # ssh -G then a connect, each bounded by the timeout
-        tasks.append((index, SSH_PORT, 2 * settings.timeout + grace,
-                      lambda t=target: _probe_ssh_port(host, t, settings, ssh_installed, spawn)))
+        if settings.ssh_port_probe:
+            tasks.append((index, SSH_PORT, 2 * settings.timeout + grace,
+                          lambda t=target: _probe_ssh_port(host, t, settings, ssh_installed, spawn)))
         for port in settings.ports:
             tasks.append((index, f"tcp/{port}", settings.timeout + grace,
                           lambda t=target, p=port: _probe_tcp(host, f"tcp/{p}", t.name, p, settings.timeout, {})))

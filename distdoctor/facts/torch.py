@@ -21,6 +21,8 @@ class TorchInstall:
     hip: str | None = None  # torch.version.hip for ROCm builds
     location: str | None = None  # the torch package folder
     error: str = ""  # why the version file could not be read; '' when it was
+    debug: bool | None = None  # torch.version.debug
+    git_version: str | None = None
 
     @property
     def build(self) -> str:
@@ -59,4 +61,5 @@ def torch_install(facts) -> TorchInstall:
         parsed = parse_version_py(text)
     except ParseError as exc:
         return TorchInstall(True, dist_version, location=package, error=f"{path}: {exc}")
-    return TorchInstall(True, parsed.version, parsed.cuda, parsed.hip, package)
+    return TorchInstall(True, parsed.version, parsed.cuda, parsed.hip, package, debug=parsed.debug,
+                        git_version=parsed.git_version)

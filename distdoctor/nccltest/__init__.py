@@ -18,14 +18,16 @@ import os
 import secrets
 import sys
 import time
+import warnings
 
 from distdoctor.model import EXIT_ERROR, EXIT_USAGE
 
 # Followers wait this much past rank 0's bound, so that rank 0 reports first.
 FOLLOWER_GRACE_S = 2.0
 INSTALL_HINT = ("nccl-test needs PyTorch, which is not installed in this Python ({python}).\n"
-                "Install it with:  pip install 'distdoctor[torch]'\n"
-                "(or use the Python environment your training jobs run in)")
+                "Run distdoctor from the Python environment your training jobs use, or install torch here:\n"
+                "  {python} -m pip install torch\n"
+                "(CPU-only, to try it out: {python} -m pip install torch --index-url https://download.pytorch.org/whl/cpu)")
 
 
 DESCRIPTION = """\
@@ -132,7 +134,10 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
         # c10d logs every retry and timeout with C++ stack frames; the report says it better.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     try:
-        import torch
+        with warnings.catch_warnings():
+            # torch warns on every rank when numpy is missing; nccl-test never touches numpy.
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            import torch
     except Exception as exc:  # installed but broken (missing libraries, ABI mismatch)
         print(f"distdoctor nccl-test: torch is installed but cannot be imported: {exc}\n"
               f"{INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)

@@ -21,6 +21,7 @@ class TorchVersionFile:
     hip: str | None
     rocm: str | None
     git_version: str | None
+    debug: bool | None = None  # torch.version.debug: a debug build (collect_env's 'Is debug build')
 
 
 def parse_version_py(text: str) -> TorchVersionFile:
@@ -47,4 +48,5 @@ def parse_version_py(text: str) -> TorchVersionFile:
         return value if isinstance(value, str) and value else None
 
     return TorchVersionFile(version, text_or_none("cuda"), text_or_none("hip"), text_or_none("rocm"),
-                            text_or_none("git_version"))
+                            text_or_none("git_version"),
+                            values["debug"] if isinstance(values.get("debug"), bool) else None)

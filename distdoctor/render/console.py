@@ -149,4 +149,33 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     console.print(summary)
 
 
-__all__ = ["render", "make_console", "escape"]
+def render_cluster(view, console: Console, verbose: bool = False) -> None:
+    """A cluster.ClusterView: the summary line, the comparison as a report, then one section per
+    odd node naming what it differs in (the nodes that agree need no section)."""
+    console.print(Text(view.summary, style="bold"), overflow="fold")
+    render(view.report, console, verbose)
+    odd = [(node, info) for node, info in view.per_node.items() if info.get("outlier_in") or info.get("differing_checks")]
+    if not odd:
+        return
+    console.print()
+    console.print(Text("Odd nodes", style="bold underline"))
+    shown = odd if verbose else odd[:50]
+    for node, info in shown:
+        line = Text(f"  {node}: ", style="bold")
+        line.append(", ".join(info.get("outlier_in") or ["checks ended differently"]))
+        console.print(line, overflow="fold")
+        # A job's report: what this node's own checks said where nodes differ.
+        for run in info.get("differing_checks", []):
+            line = Text("    ")
+            status = Status(run.get("status", "error")) if run.get("status") in {s.value for s in Status} else Status.ERROR
+            line.append_text(_glyph(console, status))
+            line.append(f" {run.get('title', run.get('id'))}  [{run.get('id')}]")
+            console.print(line, overflow="fold")
+            for finding in run.get("findings", []):
+                if verbose or finding.get("status") != Status.OK.value:
+                    console.print(Padding(Text(str(finding.get("summary", ""))), (0, 0, 0, 6), expand=False))
+    if len(shown) < len(odd):
+        console.print(Text(f"  (+{len(odd) - len(shown)} more; -v shows them)", style="dim"))
+
+
+__all__ = ["render", "render_cluster", "make_console", "escape"]

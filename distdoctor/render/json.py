@@ -7,7 +7,7 @@ from typing import Any
 
 from distdoctor.model import CheckRun, Report, Status
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 def run_to_dict(run: CheckRun) -> dict[str, Any]:

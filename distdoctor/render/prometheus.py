@@ -44,3 +44,24 @@ def render(report: Report) -> str:
         f'distdoctor_run_duration_seconds{{host="{host}"}} {report.duration:.6f}',
     ]
     return "\n".join(lines) + "\n"
+
+
+def render_cluster(view) -> str:
+    """A cluster.ClusterView: the comparison's own runs, then per node its status and one series
+    per fact it is odd in, so one textfile serves a dashboard of the whole fleet."""
+    lines = [render(view.report).rstrip("\n"),
+             "# HELP distdoctor_node_up 1 if the node answered with a report, 0 if not.",
+             "# TYPE distdoctor_node_up gauge"]
+    for node, info in view.per_node.items():
+        lines.append(f'distdoctor_node_up{{node="{_label(node)}"}} {0 if info["status"] == "missing" else 1}')
+    lines += ["# HELP distdoctor_node_status 1 for the status the node's own report ended with.",
+              "# TYPE distdoctor_node_status gauge"]
+    for node, info in view.per_node.items():
+        if info["status"] != "missing":
+            lines.append(f'distdoctor_node_status{{node="{_label(node)}",status="{_label(info["status"])}"}} 1')
+    lines += ["# HELP distdoctor_node_outlier 1 for each fact in which the node differs from the rest.",
+              "# TYPE distdoctor_node_outlier gauge"]
+    for node, info in view.per_node.items():
+        for fact in info["outlier_in"]:
+            lines.append(f'distdoctor_node_outlier{{node="{_label(node)}",fact="{_label(fact)}"}} 1')
+    return "\n".join(lines) + "\n"

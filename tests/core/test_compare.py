@@ -90,3 +90,20 @@ def test_unhashable_values_group():
     members = {"a": {"x": [1, 2]}, "b": {"x": [1, 2]}, "c": {"x": [2, 1]}}
     d = compare(members, [Rule("x", "x")])[0]
     assert d.outliers == ("c",)
+
+
+def test_expectation_operators_compare_versions_not_strings():
+    assert matches_expectation("2.21.5", ">= 2.18")
+    assert not matches_expectation("2.17.1", ">= 2.18")
+    assert matches_expectation("2.18", ">= 2.18.0")
+    assert matches_expectation("535.54.03", "< 550.127.05")
+    assert not matches_expectation("unknown", ">= 2.18")
+
+
+def test_best_rule_takes_the_best_value_as_reference_even_in_a_minority():
+    rule = Rule("check.x", "result of check x", AGREE, Status.WARN, best=lambda values: "ok" if "ok" in values else values[0])
+    members = {f"n{i}": {"check.x": "fail" if i < 3 else "ok"} for i in range(1, 5)}
+    (diff,) = compare(members, [rule])
+    assert diff.basis == "best" and diff.reference == "ok"
+    assert fold(diff.outliers) == "n[1-2]"
+    assert to_finding(diff).summary == "result of check x: fail on n[1-2] (ok on n[3-4])"

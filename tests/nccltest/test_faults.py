@@ -89,7 +89,7 @@ def test_without_torch_says_how_to_install():
                            if distdoctor_argv()[0].endswith("/distdoctor") else "python3", "-c", code],
                           env=clean_env(), capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
-    assert "needs PyTorch" in proc.stderr and "pip install 'distdoctor[torch]'" in proc.stderr
+    assert "needs PyTorch" in proc.stderr and "-m pip install torch" in proc.stderr
 
 
 def test_rendezvous_port_already_in_use_is_refused_at_once():

@@ -1,0 +1,296 @@
+"""One report per job: `distdoctor check` under srun, mpirun or torchrun with several tasks.
+
+Roles, from the launcher's environment (distdoctor.launch):
+
+    alone     no launcher, one task, or --each-task: the report as before
+    quiet     local rank > 0: the node's checks run once, in its local rank 0; exit at once
+    leader    local rank 0 of a node other than rank 0's: run the checks, hand the node's report
+              to rank 0, print nothing
+    gatherer  rank 0: run the checks, gather the other nodes' reports (bounded), print one
+              report for the whole job
+    solo      local rank 0 when every task is on one node: the node's report, printed once
+
+Wire: rank 0 listens on the address of the job's rendezvous host (MASTER_ADDR, or the first
+host of the Slurm step), on a port derived from the job and step ids; the address is checked
+to be one of this host's own, never 0.0.0.0. A message is a 4-byte big-endian length, then a
+32-byte HMAC-SHA256 of the body, then the body (UTF-8 JSON). The key is HMAC(secret, job id +
+step id): the secret is $DISTDOCTOR_JOB_SECRET when the launcher passes it, else a random
+per-user file ~/.config/distdoctor/job-secret (mode 0600, made on first use), which every node
+of the job reads on a shared home. What this does not protect against: anyone who can read
+that file (root, or the user's other jobs) can forge a report; a home that is not shared gives
+each node another key, and rank 0 then names those nodes ("report failed authentication").
+Like nccl-test's mesh, the socket code lives here, not in host.py: it is the protocol itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from distdoctor import hostlist
+from distdoctor.model import RunContext
+
+MAX_FRAME = 64 * 1024 * 1024
+PORT_BASE = 30000  # nccl-test derives from 20000-29999; a check and an nccl-test of one step never collide
+PORT_SPAN = 2000
+SECRET_FILE = os.path.join("~", ".config", "distdoctor", "job-secret")
+
+
+class GatherError(Exception):
+    """The job cannot be gathered into one report (no rendezvous, no key): each node prints its own."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    role: str                 # alone, quiet, leader, gatherer, solo
+    nodes: int = 1            # nodes in the job, as the launcher tells
+    expected: tuple[str, ...] = ()  # node names when the launcher lists them (Slurm)
+    address: str = ""         # rank 0's rendezvous host
+    port: int = 0
+    seed: str = ""            # job + step: what the key is bound to
+    node: str = ""            # this node's name
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = (env.get(name) or "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def node_name(env: Mapping[str, str], hostname: str) -> str:
+    return (env.get("SLURMD_NODENAME") or hostname).strip() or hostname
+
+
+def plan(ctx: RunContext, env: Mapping[str, str], hostname: str, each_task: bool = False) -> Plan:
+    """Pure: what this task does, from its launcher context and environment."""
+    me = node_name(env, hostname)
+    if each_task or ctx.kind not in ("slurm-step", "mpirun", "torchrun") or not ctx.world_size or ctx.world_size < 2:
+        return Plan("alone", node=me)
+    expected: tuple[str, ...] = ()
+    if ctx.kind == "slurm-step" or env.get("SLURM_STEP_NODELIST"):
+        try:
+            expected = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
+        except hostlist.HostlistError:
+            expected = ()
+    nodes = _int(env, "SLURM_STEP_NUM_NODES") if ctx.kind == "slurm-step" else None
+    if nodes is None and ctx.local_world_size:
+        nodes = max(1, ctx.world_size // ctx.local_world_size)
+    if nodes is None:
+        nodes = len(expected) or 1
+    local = ctx.local_rank if ctx.local_rank is not None else ctx.rank
+    if local:
+        return Plan("quiet", nodes, expected, node=me)
+    if nodes == 1:
+        return Plan("solo", nodes, expected, node=me)
+    address = (env.get("MASTER_ADDR") or "").strip()
+    if not address and ctx.kind == "slurm-step" and expected:
+        address = expected[0]
+    if not address and ctx.kind == "mpirun":
+        uri = env.get("OMPI_MCA_orte_hnp_uri", "")
+        if "tcp://" in uri:
+            address = uri.split("tcp://", 1)[1].split(",")[0].split(":")[0].split(";")[0]
+    seed = ""
+    if ctx.job_id:
+        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
+    elif env.get("OMPI_MCA_ess_base_jobid"):
+        seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
+    elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
+        seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}:{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
+    raw = (env.get("DISTDOCTOR_GATHER_PORT") or "").strip()
+    port = int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else PORT_BASE + zlib.crc32(seed.encode()) % PORT_SPAN
+    role = "gatherer" if ctx.rank == 0 else "leader"
+    return Plan(role, nodes, expected, address, port, seed, me)
+
+
+def plan_problem(p: Plan) -> str:
+    """Why a multi-node plan cannot gather, '' when it can."""
+    if p.role not in ("gatherer", "leader"):
+        return ""
+    if not p.address:
+        return "rank 0's host is unknown (set MASTER_ADDR)"
+    if not p.seed:
+        return "the launcher gives no job id to bind the reports to"
+    return ""
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+def job_key(secret: bytes, seed: str) -> bytes:
+    return hmac.new(secret, f"distdoctor check gather {seed}".encode(), hashlib.sha256).digest()
+
+
+def read_secret(env: Mapping[str, str], wait: float = 5.0) -> bytes:
+    """$DISTDOCTOR_JOB_SECRET, else the per-user secret file, made (atomically) if missing."""
+    given = (env.get("DISTDOCTOR_JOB_SECRET") or "").strip()
+    if given:
+        return given.encode()
+    path = os.path.expanduser(SECRET_FILE)
+    end = time.monotonic() + wait
+    while True:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(4096).strip()
+            if len(data) >= 32:
+                return data
+        except FileNotFoundError:
+            _make_secret(path)
+            continue
+        except OSError as exc:
+            raise GatherError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if time.monotonic() > end:  # another node is writing it on a shared home: it appears whole
+            raise GatherError(f"{path} is shorter than a secret: remove it and run again")
+        time.sleep(0.05)
+
+
+def _make_secret(path: str) -> None:
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(32).hex().encode() + b"\n")
+        try:
+            os.link(tmp, path)  # first writer wins, on every node of a shared home
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    except OSError as exc:
+        raise GatherError(f"cannot make the job secret {path}: {exc.strerror or exc}") from None
+
+
+# --- frames -------------------------------------------------------------------------------------
+
+def frame(key: bytes, body: dict[str, Any]) -> bytes:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return struct.pack(">I", len(data)) + hmac.new(key, data, hashlib.sha256).digest() + data
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("peer too slow")
+        sock.settimeout(left)
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed mid-message")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket, key: bytes, deadline: float) -> dict[str, Any]:
+    """One authenticated message; ValueError when it is not one."""
+    (length,) = struct.unpack(">I", _recv_exact(sock, 4, deadline))
+    if length > MAX_FRAME:
+        raise ValueError(f"message of {length} bytes is over the limit")
+    mac = _recv_exact(sock, 32, deadline)
+    data = _recv_exact(sock, length, deadline)
+    if not hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()):
+        raise ValueError("report failed authentication (another job, or a node without this job's secret)")
+    body = json.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError("message is not a JSON object")
+    return body
+
+
+# --- rank 0 -------------------------------------------------------------------------------------
+
+class Gatherer:
+    """Rank 0's listener: accepts the node leaders' reports while rank 0 runs its own checks."""
+
+    def __init__(self, p: Plan, key: bytes, bind_address: str):
+        self.plan = p
+        self.key = key
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.rejected: list[str] = []
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((bind_address, p.port))
+            self.sock.listen(128)
+        except OSError as exc:
+            self.sock.close()
+            raise GatherError(f"cannot listen on {bind_address}:{p.port}: {exc.strerror or exc}") from None
+        self.sock.settimeout(0.5)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True, name="gather-accept")
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn, peer), daemon=True, name="gather-conn").start()
+
+    def _serve(self, conn: socket.socket, peer) -> None:
+        with conn:
+            try:
+                body = read_frame(conn, self.key, time.monotonic() + 30)
+                if body.get("seed") != self.plan.seed or not isinstance(body.get("report"), dict):
+                    raise ValueError("message is not a report of this job step")
+                node = str(body.get("node") or peer[0])
+                with self._changed:
+                    self.reports[node] = body["report"]
+                    self._changed.notify_all()
+                conn.settimeout(5)
+                conn.sendall(frame(self.key, {"ok": True, "node": node}))
+            except (OSError, ValueError, TimeoutError) as exc:
+                with self._changed:
+                    self.rejected.append(f"{peer[0]}: {exc}")
+                    self._changed.notify_all()
+
+    def wait(self, others: int, deadline: float) -> dict[str, dict[str, Any]]:
+        """The reports received by the deadline, or sooner when `others` nodes answered."""
+        with self._changed:
+            while len(self.reports) < others:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, 0.5))
+            return dict(self.reports)
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def send_report(p: Plan, key: bytes, report: dict[str, Any], deadline: float) -> str:
+    """A node leader hands its report to rank 0, retrying until rank 0 listens; '' once rank 0
+    confirmed, else why not."""
+    message = frame(key, {"seed": p.seed, "node": p.node, "report": report})
+    last = "rank 0 never listened"
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((p.address, p.port), timeout=min(5.0, max(0.1, deadline - time.monotonic()))) as sock:
+                sock.sendall(message)
+                reply = read_frame(sock, key, min(deadline, time.monotonic() + 10))
+                return "" if reply.get("ok") else "rank 0 refused the report"
+        except (OSError, ValueError, TimeoutError) as exc:
+            last = str(exc) or type(exc).__name__
+            time.sleep(0.2)
+    return f"could not hand the report to rank 0 at {p.address}:{p.port}: {last}"

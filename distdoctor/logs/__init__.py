@@ -1,0 +1,1 @@
+"""Reading what a failed job left behind: logs, and the catalogue of failure signatures."""

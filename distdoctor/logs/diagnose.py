@@ -1,0 +1,253 @@
+"""From matched lines to causes: the earliest root failure, what followed from it, and when the
+log shows no error at all, which ranks went quiet first.
+
+Order is time where the log gives it, then input and line order. The root cause is the
+earliest event whose signature is a "root"; consequences (watchdog timeouts, resets by a peer)
+that the catalogue says follow from it are folded into its finding ("511 ranks then timed out
+in ALLREDUCE") instead of being reported one per rank. Pure: a Scan in, findings out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from distdoctor.compare import fold
+from distdoctor.logs.scan import Event, Scan
+from distdoctor.model import Finding, Status
+from distdoctor.redact import redact_text
+
+HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
+_OP = re.compile(r"OpType=(\w+)")
+_PLACEHOLDER = re.compile(r"\{(?:host|rank)\}")
+
+
+@dataclass
+class Group:
+    signature: object
+    events: list[Event] = field(default_factory=list)
+    dropped: int = 0
+
+    @property
+    def first(self) -> Event:
+        return min(self.events, key=lambda e: e.order)
+
+    @property
+    def ranks(self) -> set[int]:
+        return {e.rank for e in self.events if e.rank is not None}
+
+    @property
+    def hosts(self) -> set[str]:
+        return {e.host for e in self.events if e.host}
+
+    @property
+    def count(self) -> int:
+        return len(self.events) + self.dropped
+
+
+def groups(scan: Scan) -> list[Group]:
+    by_id: dict[str, Group] = {}
+    for e in scan.events:
+        by_id.setdefault(e.signature.id, Group(e.signature)).events.append(e)
+    for sid, n in scan.dropped.items():
+        if sid in by_id:
+            by_id[sid].dropped += n
+    return sorted(by_id.values(), key=lambda g: g.first.order)
+
+
+def who(e: Event) -> str:
+    parts = []
+    if e.rank is not None:
+        parts.append(f"rank {e.rank}")
+    if e.host:
+        parts.append(f"on {e.host}" if parts else e.host)
+        if e.rank is None and e.pid is not None:
+            parts.append(f"(pid {e.pid})")
+    if not parts:
+        parts.append(f"{e.source}" + (f" line {e.line}" if e.line else ""))
+    return " ".join(parts)
+
+
+def where(e: Event) -> str:
+    return f"{e.source}:{e.line}" if e.line else e.source
+
+
+def fix_lines(sig, e: Event) -> str:
+    """The signature's fix for the rank and host the line came from. A line whose placeholder
+    the log cannot fill becomes a comment, so nothing printed is a command that cannot work."""
+    lines = sig.fix_for(e.host, e.rank if e.rank is not None else "")
+    out = []
+    for line in lines:
+        if _PLACEHOLDER.search(line):
+            whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
+            out.append(f"# on the node of {whom} (the log does not name it): "
+                       + line.replace("{host}", "THAT_NODE").replace("{rank}", "RANK"))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _evidence(g: Group, first: Event) -> dict:
+    sig = g.signature
+    return {"signature": sig.id, "rank": first.rank, "host": first.host, "time": first.time_text,
+            "pid": first.pid, "where": where(first), "line": redact_text(first.raw[:500]),
+            "ranks": fold(str(r) for r in g.ranks), "hosts": fold(g.hosts), "count": g.count,
+            "confirm": sig.confirm, "sources": list(sig.sources)}
+
+
+def _explains(root: Group, other: Group) -> bool:
+    """A consequence follows from the root when the catalogue says so, or when it names no
+    cause and came after it; one the catalogue ties to other causes stays separate."""
+    of = tuple(other.signature.consequence_of)
+    if root.signature.id in of:
+        return True
+    return not of and other.first.order >= root.first.order
+
+
+def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
+    gs = groups(scan)
+    roots = [g for g in gs if g.signature.severity == "root"]
+    consequences = [g for g in gs if g.signature.severity == "consequence"]
+    infos = [g for g in gs if g.signature.severity not in ("root", "consequence")]
+    findings: list[Finding] = []
+    if roots:
+        primary = roots[0]
+        first = primary.first
+        folded = [c for c in consequences if _explains(primary, c)]
+        findings.append(_root_finding(primary, first, folded))
+        for other in roots[1:]:
+            e = other.first
+            findings.append(Finding(
+                Status.WARN, f"also: {other.signature.title} ({who(e)}"
+                             f"{' at ' + e.time_text if e.time_text else ''}), after the first failure",
+                subject=other.signature.id,
+                explanation=other.signature.meaning + " It came after the first failure and may follow from it.",
+                fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+        for c in consequences:
+            if c not in folded:
+                e = c.first
+                findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)} {c.signature.title}", subject=c.signature.id,
+                                        explanation=c.signature.meaning, fix=fix_lines(c.signature, e),
+                                        evidence=_evidence(c, e)))
+    elif consequences:
+        c = consequences[0]
+        e = c.first
+        quiet = _quiet(scan, hang_gap)
+        summary = (f"{_ranks_phrase(c)} {c.signature.title}, and the log does not show what failed first"
+                   f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
+        explanation = c.signature.meaning
+        if quiet:
+            explanation += " " + quiet[0]
+        findings.append(Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation,
+                                fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
+        for other in consequences[1:]:
+            e = other.first
+            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)} {other.signature.title}",
+                                    subject=other.signature.id, explanation=other.signature.meaning,
+                                    fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+    else:
+        quiet = _quiet(scan, hang_gap)
+        if quiet:
+            findings.append(Finding(Status.WARN, quiet[0], subject="hang", explanation=(
+                "No error in the log, but some ranks stopped logging well before the others: a hang "
+                "inside a collective or a rank stuck outside one looks like this. Look at those ranks first."),
+                fix=quiet[1], evidence=quiet[2]))
+        else:
+            findings.append(Finding(Status.OK, "no failure signature in the log"))
+    for g in infos:
+        e = g.first
+        findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {g.count} lines)", subject=g.signature.id,
+                                explanation=g.signature.meaning, evidence=_evidence(g, e)))
+    return findings
+
+
+def _ranks_phrase(g: Group) -> str:
+    ranks = g.ranks
+    if len(ranks) > 1:
+        return f"{len(ranks)} ranks ({fold(str(r) for r in ranks)})"
+    if ranks:
+        return f"rank {next(iter(ranks))}"
+    hosts = g.hosts
+    return f"{len(hosts)} hosts ({fold(hosts)})" if len(hosts) > 1 else (next(iter(hosts)) if hosts else "the log")
+
+
+def _root_finding(primary: Group, first: Event, folded: list[Group]) -> Finding:
+    sig = primary.signature
+    when = f" at {first.time_text}" if first.time_text else ""
+    summary = f"{who(first)} failed first: {sig.title}{when}"
+    then = []
+    for c in folded:
+        others = c.ranks - ({first.rank} if first.rank is not None else set())
+        ops = Counter(m.group(1) for e in c.events for m in [_OP.search(e.body)] if m)
+        op = f" in {ops.most_common(1)[0][0]}" if ops else ""
+        if others:
+            then.append(f"{len(others)} {'rank' if len(others) == 1 else 'ranks'} then hit "
+                        f"{c.signature.title}{op} ({fold(str(r) for r in others)})")
+        else:
+            then.append(f"then {c.signature.title}{op} ({c.count} lines)")
+    if then:
+        summary += "; " + "; ".join(then)
+    explanation = sig.meaning
+    if sig.confirm:
+        explanation += f" Confirm on the machine: {sig.confirm}."
+    evidence = _evidence(primary, first)
+    evidence["consequences"] = {c.signature.id: {"ranks": fold(str(r) for r in c.ranks), "count": c.count}
+                                for c in folded}
+    return Finding(Status.FAIL, summary, subject=sig.id, explanation=explanation,
+                   fix=fix_lines(sig, first), evidence=evidence)
+
+
+def last_heard(scan: Scan) -> dict[str, tuple[tuple | None, str, str, int | None]]:
+    """Per rank (or host:pid, or file where the log names no rank): the time of its last line,
+    that line, its host and pid."""
+    out: dict[str, tuple] = {}
+    for (index, rank, host, pid, local_rank), seen in scan.seen.items():
+        if rank is None and host and pid is not None:
+            rank = scan.pid_rank.get((host, pid))
+        if rank is None and local_rank is not None:
+            rank = local_rank
+        if rank is None:
+            continue
+        host = host or scan.rank_host.get(rank, "")
+        name = str(rank)
+        prev = out.get(name)
+        if prev is None or (seen.last is not None and (prev[0] is None or seen.last > prev[0])):
+            out[name] = (seen.last, seen.last_text, host, pid)
+    return out
+
+
+def _seconds(t: tuple) -> float:
+    year, month, day, secs = t
+    return ((year * 12 + month) * 31 + day) * 86400.0 + secs
+
+
+def _quiet(scan: Scan, gap: float):
+    """(summary, fix, evidence) when some ranks' last line is more than `gap` seconds before
+    the latest last line of any rank, else None."""
+    heard = {r: v for r, v in last_heard(scan).items() if v[0] is not None}
+    if len(heard) < 2:
+        return None
+    latest = max(_seconds(v[0]) for v in heard.values())
+    quiet = sorted((r for r, v in heard.items() if latest - _seconds(v[0]) > gap), key=lambda r: _seconds(heard[r][0]))
+    if not quiet:
+        return None
+    first = heard[quiet[0]]
+    lag = latest - _seconds(first[0])
+    ranks = fold(quiet)
+    summary = (f"{'rank' if len(quiet) == 1 else 'ranks'} {ranks} stopped logging first "
+               f"(rank {quiet[0]}{' on ' + first[2] if first[2] else ''} at {_clock(first[0])}, "
+               f"{lag:.0f} s before the last line of the other {len(heard) - len(quiet)})")
+    pid = f" (pid {first[3]})" if first[3] else ""
+    fix = (f"# while it hangs, dump the stacks of rank {quiet[0]}{pid}"
+           f"{' on ' + first[2] if first[2] else ''}: py-spy dump --pid <its pid>")
+    if first[3] and first[2]:
+        fix = f"ssh {first[2]} py-spy dump --pid {first[3]}"
+    evidence = {"quiet_ranks": ranks, "last_line": redact_text(first[1]), "gap_s": round(lag, 3),
+                "ranks_heard": len(heard)}
+    return summary, fix, evidence
+
+
+def _clock(t: tuple) -> str:
+    secs = int(t[3])
+    return f"{secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"

@@ -1,0 +1,133 @@
+"""The prefixes launchers, loggers and pastes put in front of a log line, stripped and used.
+
+Prefixes stack (`12: [1,12]<stderr>:[rank12]:[E1124 12:03:41.123456 1234 ProcessGroupNCCL.cpp:616]`),
+so `split()` peels them off one at a time from the left until none matches, keeping what each
+says: the host (NCCL's `host:pid:tid [dev]`, a syslog host), the rank (srun --label, Open MPI
+--tag-output, torchrun, c10d's `[Rank N]`), the time and the pid. Pure: text in, record out.
+
+Ambiguity kept on purpose: `12: text` is read as srun's label (a rank), `12 | text` and
+`12\ttext` as a pasted viewer's line number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+
+# Each entry: (name, compiled pattern anchored at the start). Order matters only between
+# patterns that could match the same text; the loop restarts from the top after each strip.
+_D = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)"
+_T = r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d{1,9}))?"
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("quote", re.compile(r"[ \t]*>[ \t]?")),
+    ("viewer", re.compile(r"[ \t]*\d{1,7}(?:[ \t]*[|│][ \t]?|\t)")),
+    ("mpi", re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
+    # torchrun's `[default3]:` is the local rank; torch's own `[rank3]:` the global rank
+    ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\]:[ \t]?")),
+    ("srun", re.compile(r"[ \t]*(?P<rank>\d{1,6}): ")),
+    ("iso", re.compile(r"\[?" + _D + r"[T ]" + _T + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: [+-]\d{4})?[ \t]*(?:[|:-][ \t]+)?")),
+    ("syslog", re.compile(r"(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<d>\d{1,2}) " + _T +
+                          r"(?: (?P<host>[A-Za-z0-9][\w.-]*) (?P<prog>[\w./-]+)(?:\[(?P<pid>\d+)\])?:)?[ \t]*")),
+    ("glog", re.compile(r"\[?(?P<level>[IWEF])(?P<mo>\d\d)(?P<d>\d\d) " + _T +
+                        r"\s+(?P<pid>\d+)\s+[\w./-]+:\d+\][ \t]*")),
+    ("c10d", re.compile(r"\[(?P<level>[IWEF]) [\w./-]+:\d+\][ \t]*")),
+    ("clock", re.compile(r"\[" + _T + r"\][ \t]*")),
+    ("nccl", re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")),
+    ("indent", re.compile(r"[ \t]+")),
+)
+_BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
+
+
+@dataclass(frozen=True)
+class Prefixed:
+    body: str
+    host: str = ""
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    device: int | None = None
+    time: tuple[int, int, int, float] | None = None  # (year or 0, month or 0, day or 0, seconds of day)
+    time_text: str = ""
+    level: str = ""  # glog / c10d letter: I W E F
+
+
+def _seconds(m: re.Match[str]) -> float:
+    frac = m.group("frac") or ""
+    return int(m.group("h")) * 3600 + int(m.group("mi")) * 60 + int(m.group("s")) + (float("0." + frac) if frac else 0.0)
+
+
+def split(line: str) -> Prefixed:
+    """Peel every known prefix off line. Never raises; an unknown shape is all body."""
+    text = line.rstrip("\r\n")
+    host = ""
+    rank = local_rank = pid = device = None
+    when = None
+    when_text = level = ""
+    for _ in range(12):  # bound the stacking; 12 prefixes deep is already absurd
+        if not text:
+            break
+        for name, pattern in _PATTERNS:
+            m = pattern.match(text)
+            if m is None or m.end() == 0:
+                continue
+            if name == "quote":
+                pass
+            elif name == "mpi" or name == "srun":
+                if rank is None:
+                    rank = int(m.group("rank"))
+            elif name == "torchrun":
+                if m.group("lrank") is not None:
+                    local_rank = int(m.group("lrank"))
+                elif rank is None:
+                    rank = int(m.group("grank"))
+            elif name == "nccl":
+                host = host or m.group("host")
+                pid = int(m.group("pid"))
+                device = int(m.group("dev"))
+            elif name in ("iso", "syslog", "glog", "clock"):
+                if when is None:
+                    year = int(m.group("y")) if "y" in m.re.groupindex else 0
+                    if "mon" in m.re.groupindex:
+                        month = _MONTHS.get(m.group("mon").lower(), 0)
+                    else:
+                        month = int(m.group("mo")) if "mo" in m.re.groupindex else 0
+                    day = int(m.group("d")) if "d" in m.re.groupindex else 0
+                    when = (year, month, day, _seconds(m))
+                    when_text = f"{m.group('h')}:{m.group('mi')}:{m.group('s')}"
+                if "level" in m.re.groupindex and m.group("level"):
+                    level = m.group("level")
+                if "host" in m.re.groupindex and m.group("host"):
+                    host = host or m.group("host")
+                if "pid" in m.re.groupindex and m.group("pid"):
+                    pid = int(m.group("pid"))
+            elif name == "c10d":
+                level = m.group("level")
+            elif name == "indent" and m.end() == len(text):
+                break
+            text = text[m.end():]
+            break
+        else:
+            break
+    b = _BODY_RANK.search(text) if ("ank " in text) else None
+    if b is not None and rank is None:
+        rank = int(b.group("rank") or b.group("nrank"))
+    return Prefixed(text, host, rank, local_rank, pid, device, when, when_text, level)
+
+
+_PATH_RANK = (
+    re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),
+    re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?:[/_.-]|$)", re.IGNORECASE),
+)
+
+
+def rank_from_path(path: str) -> int | None:
+    """torchrun's log folder `<dir>/<run>/attempt_0/3/stderr.log` and names like `rank3.log`."""
+    norm = path.replace("\\", "/")
+    for pattern in _PATH_RANK:
+        m = pattern.search(norm)
+        if m:
+            return int(m.group("rank"))
+    return None

@@ -1,0 +1,220 @@
+"""Where `distdoctor log` reads from: files, directories, compressed files and stdin, streamed in
+blocks of whole lines so memory stays bounded whatever the input.
+
+What can go wrong with an input is a `Problem` (a finding later), never an exception: a
+missing or unreadable path, a binary file (a NUL byte in its first block: core dumps,
+checkpoints, a sparse file), an empty file, a directory holding more files than --max-files,
+a line longer than `max_line` (kept truncated), a file larger than `max_bytes` (its head and
+tail are read and the middle skipped: a failed job's cause is near the end, its NCCL setup
+lines near the start).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from distdoctor.model import Status
+
+BLOCK = 4 * 1024 * 1024
+MAX_LINE = 64 * 1024
+MAX_BYTES = 4 * 1024 ** 3
+MAX_FILES = 2000
+_SNIFF = 8192
+_MAGIC = ((b"\x1f\x8b", gzip.open), (b"BZh", bz2.open), (b"\xfd7zXZ\x00", lzma.open))
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    status: Status
+    message: str
+
+
+@dataclass(frozen=True)
+class Block:
+    source: str     # the path as the user will recognise it ("-" for stdin)
+    index: int      # order of the source among all inputs
+    data: bytes     # whole lines, each ending in b"\n"
+    first_line: int  # line number of data's first line (1-based)
+    last: bool      # no more blocks follow from this source
+    whole: bool     # the source fit in this one block
+
+
+@dataclass
+class Stats:
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    truncated_lines: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def expand(paths: list[str], max_files: int = MAX_FILES) -> tuple[list[str], list[Problem]]:
+    """The files to read, in the order given (a directory's files in name order, recursively,
+    symlinks to directories not followed), at most max_files of them."""
+    out: list[str] = []
+    problems: list[Problem] = []
+    for path in paths:
+        if path == "-":
+            out.append(path)
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            problems.append(Problem(path, Status.WARN, f"cannot read {path}: {exc.strerror or exc}"))
+            continue
+        if not stat.S_ISDIR(mode):
+            out.append(path)
+            continue
+        found: list[str] = []
+        over = False
+
+        def onerror(exc: OSError, top: str = path) -> None:
+            problems.append(Problem(exc.filename or top, Status.WARN,
+                                    f"cannot list {exc.filename or top}: {exc.strerror or exc}"))
+
+        for root, dirs, files in os.walk(path, onerror=onerror):
+            dirs.sort()
+            for name in sorted(files):
+                if len(found) >= max_files:
+                    over = True
+                    break
+                found.append(os.path.join(root, name))
+            if over:
+                break
+        if over:
+            problems.append(Problem(path, Status.WARN,
+                                    f"{path} holds more than {max_files} files: read the first {max_files} "
+                                    f"in name order (raise --max-files to read more)"))
+        out.extend(found)
+    return out, problems
+
+
+def _open(path: str, stdin: BinaryIO | None) -> tuple[BinaryIO, int | None]:
+    """A binary stream over the file's text (decompressed when the magic bytes say so) and
+    its size when it is a plain regular file (None for stdin, pipes and compressed files)."""
+    if path == "-":
+        raw: BinaryIO = stdin  # type: ignore[assignment]
+        head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
+        for magic, opener in _MAGIC:
+            if head.startswith(magic):
+                return opener(raw, "rb"), None  # type: ignore[return-value]
+        return raw, None
+    fh = open(path, "rb")  # noqa: SIM115 -- the caller closes it; the stream outlives this call
+    try:
+        st = os.fstat(fh.fileno())
+        head = fh.read(8)
+        fh.seek(0)
+    except OSError:
+        fh.close()
+        raise
+    for magic, opener in _MAGIC:
+        if head.startswith(magic):
+            return opener(fh, "rb"), None  # type: ignore[return-value]
+    return fh, st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def blocks(paths: list[str], stats: Stats, *, stdin: BinaryIO | None = None, block: int = BLOCK,
+           max_line: int = MAX_LINE, max_bytes: int = MAX_BYTES) -> Iterator[Block]:
+    """Every input as blocks of whole lines. Problems go to stats.problems."""
+    for index, path in enumerate(paths):
+        name = "-" if path == "-" else path
+        try:
+            stream, size = _open(path, stdin)
+        except OSError as exc:
+            stats.problems.append(Problem(name, Status.WARN, f"cannot read {name}: {exc.strerror or exc}"))
+            continue
+        try:
+            yield from _read(name, index, stream, size, stats, block, max_line, max_bytes)
+        except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+            # a truncated .gz, an I/O error mid-file: keep what was read, say what happened
+            stats.problems.append(Problem(name, Status.WARN, f"stopped reading {name}: {exc}"))
+        finally:
+            if stream is not stdin:
+                stream.close()
+
+
+def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stats, block: int,
+          max_line: int, max_bytes: int) -> Iterator[Block]:
+    first = stream.read(min(block, max_bytes))
+    if not first:
+        stats.problems.append(Problem(name, Status.SKIP, f"{name} is empty"))
+        return
+    if b"\0" in first[:_SNIFF]:
+        stats.problems.append(Problem(name, Status.WARN,
+                                      f"{name} is not text (NUL bytes in its first {_SNIFF} bytes): skipped"))
+        return
+    stats.files += 1
+    head_limit = tail_from = None
+    if size is not None and size > max_bytes:
+        head_limit, tail_from = max_bytes // 2, size - max_bytes // 2
+        stats.problems.append(Problem(name, Status.WARN,
+                                      f"{name} is {_size(size)}: read its first and last {_size(max_bytes // 2)} "
+                                      f"and skipped {_size(tail_from - head_limit)} between them (--max-bytes)"))
+    line_no = 1  # 0 once a middle was skipped: later line numbers are unknown
+    carry = b""
+    skipping = False  # inside an over-long line whose head was already kept
+    read = 0
+    chunk = first
+    only_block = True
+    while chunk:
+        read += len(chunk)
+        stats.bytes += len(chunk)
+        buf = carry + chunk if carry else chunk
+        carry = b""
+        if skipping:
+            nl = buf.find(b"\n")
+            buf = b"" if nl < 0 else buf[nl + 1:]
+            skipping = nl < 0
+        cut = buf.rfind(b"\n") + 1
+        whole, carry = buf[:cut], buf[cut:]
+        if len(carry) > max_line:
+            whole += carry[:max_line] + b"\n"
+            carry = b""
+            skipping = True
+            stats.truncated_lines += 1
+        jumped = False
+        if head_limit is not None and read >= head_limit:
+            stream.seek(tail_from)
+            head_limit = None
+            jumped = True
+            rest = stream.read(block)
+            nl = rest.find(b"\n")  # the tail starts mid-line: drop that partial line
+            nxt = rest[nl + 1:] if nl >= 0 else b""
+        elif size is None and read >= max_bytes:
+            nxt = b""
+            stats.problems.append(Problem(name, Status.WARN,
+                                          f"{name}: read its first {_size(max_bytes)} only (--max-bytes)"))
+        else:
+            nxt = stream.read(block)
+        last = not nxt
+        if (last or jumped) and carry:
+            if not skipping:
+                whole += carry + b"\n"
+            carry = b""
+        if jumped:
+            skipping = False
+        if whole:
+            n = whole.count(b"\n")
+            stats.lines += n
+            yield Block(name, index, whole, line_no, last, last and only_block)
+            if line_no:
+                line_no += n
+        only_block = False
+        if jumped:
+            line_no = 0
+        chunk = nxt
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"

@@ -1,0 +1,225 @@
+"""One pass over the input blocks: which lines show a failure signature, what NCCL said about
+its setup, who printed what, and when each rank was last heard from.
+
+A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
+larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords
+and the INFO lines infofacts reads) picks the few candidate lines of each block; only those are
+decoded and split. The search is `grep -F` fed the block on stdin (a multi-pattern search in C,
+five times faster than Python's regex alternation over the same bytes; see bench/log_scale.py),
+or that alternation where grep cannot run. The last lines of every block are split too, so
+"last heard from" stays right to within one block for ranks that keep logging.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distdoctor.logs import prefix as prefix_mod
+from distdoctor.logs.reader import Block
+
+# INFO lines worth reading even though no signature names them (see infofacts.py), and lines
+# that tie a pid to a rank.
+INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
+                 "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
+                 "IP Interfaces", "cudaDev", "INFO rank ")
+# Every keyword is searched in every byte of a big log: one that shares a long substring with
+# the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
+TAIL_LINES = 64
+MAX_EVENTS = 20_000
+MAX_INFO_LINES = 20_000
+
+
+@dataclass
+class Event:
+    source: str
+    index: int
+    line: int  # 0 when unknown (after a skipped middle)
+    raw: str
+    body: str
+    host: str
+    rank: int | None
+    local_rank: int | None
+    pid: int | None
+    time: tuple | None
+    time_text: str
+    signature: Any  # a catalogue Signature
+
+    @property
+    def order(self) -> tuple:
+        # time first where the log gives one; then input order; then line order
+        return ((0, self.time) if self.time is not None else (1,), self.index, self.line)
+
+
+@dataclass
+class Seen:
+    first: tuple | None = None
+    last: tuple | None = None
+    last_text: str = ""
+    last_order: tuple = ()
+    lines: int = 0
+
+
+@dataclass
+class Scan:
+    events: list[Event] = field(default_factory=list)
+    dropped: Counter = field(default_factory=Counter)  # signature id -> matches past MAX_EVENTS
+    info: list[tuple[str, prefix_mod.Prefixed, str, int]] = field(default_factory=list)  # (raw, split, source, index)
+    seen: dict[tuple, Seen] = field(default_factory=dict)  # (index, rank, host, pid, local_rank) -> Seen
+    pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
+    rank_host: dict[int, str] = field(default_factory=dict)
+    texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
+    long_lines: int = 0
+
+
+class Prefilter:
+    """The lines of a block holding any of the keywords, as (0-based line index, text)."""
+
+    GREP_TIMEOUT = 60.0
+
+    def __init__(self, words, host=None, use_grep: bool = True):
+        words = sorted({w for w in words if w}, key=len, reverse=True)
+        self.regex = re.compile(b"|".join(re.escape(w.encode()) for w in words))
+        self.argv = ["grep", "-F", "-a", "-n", *(a for w in words for a in ("-e", w))]
+        self.host = host
+        self.use_grep = use_grep and host is not None
+
+    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
+        if self.use_grep:
+            from distdoctor.host import MAX_OUTPUT
+
+            result = self.host.run(self.argv, timeout=self.GREP_TIMEOUT, input=data)
+            if result.returncode == 1:
+                return []
+            if result.returncode == 0 and len(result.stdout) < MAX_OUTPUT - 1024:
+                out = []
+                for row in result.stdout.split("\n"):
+                    number, sep, text = row.partition(":")
+                    if sep and number.isdigit():
+                        out.append((int(number) - 1, text.encode("utf-8", "replace")))
+                return out
+            if result.returncode != 0:
+                self.use_grep = False  # no grep here, or a grep that cannot do this: stay in Python
+        out = []
+        last = -1
+        line = 0
+        pos = 0
+        for m in self.regex.finditer(data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            if start <= last:
+                continue
+            line += data.count(b"\n", pos, start)
+            pos = start
+            last = start
+            end = data.find(b"\n", m.end())
+            out.append((line, data[start:end if end >= 0 else len(data)]))
+        return out
+
+
+class Scanner:
+    def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024, host=None,
+                 use_grep: bool = True):
+        self.matcher = matcher
+        self.max_line = max_line
+        self.keep_text = keep_text
+        words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS)
+        if host is None and use_grep:
+            from distdoctor.host import Host
+
+            host = Host()
+        self.prefilter = Prefilter(words, host, use_grep)
+        self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
+        self.scan = Scan()
+        self._path_rank: dict[str, int | None] = {}
+
+    def feed(self, blocks: Iterable[Block]) -> Scan:
+        for block in blocks:
+            if block.whole and len(block.data) <= self.keep_text:
+                text = block.data.decode("utf-8", "replace")
+                self.scan.texts.append((block.source, text))
+                for n, line in enumerate(text.split("\n")[:-1]):
+                    self._line(block, block.first_line + n if block.first_line else 0, line)
+            else:
+                self._sparse(block)
+        return self.scan
+
+    def _sparse(self, block: Block) -> None:
+        data = block.data
+        done: set[int] = set()
+        for index, raw in self.prefilter.lines(data):
+            done.add(index)
+            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
+        # the block's last lines: who was still talking at its end
+        total = data.count(b"\n")
+        end = len(data) - 1
+        tail: list[bytes] = []
+        for _ in range(min(TAIL_LINES, total)):
+            start = data.rfind(b"\n", 0, end) + 1
+            tail.append(data[start:end])
+            end = start - 1
+            if start == 0:
+                break
+        for k, raw in enumerate(reversed(tail)):
+            index = total - len(tail) + k
+            if index not in done:
+                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
+                           liveness_only=True)
+
+    def _decode(self, raw: bytes) -> str:
+        if len(raw) > self.max_line:
+            self.scan.long_lines += 1
+            raw = raw[:self.max_line]
+        return raw.decode("utf-8", "replace")
+
+    def _line(self, block: Block, line_no: int, line: str, liveness_only: bool = False) -> None:
+        p = prefix_mod.split(line)
+        scan = self.scan
+        if block.source not in self._path_rank:
+            self._path_rank[block.source] = prefix_mod.rank_from_path(block.source)
+        path_rank = self._path_rank[block.source]
+        rank = p.rank if p.rank is not None else None
+        if rank is not None and p.pid is not None and p.host:
+            scan.pid_rank.setdefault((p.host, p.pid), rank)
+        if rank is not None and p.host:
+            scan.rank_host.setdefault(rank, p.host)
+        if rank is None and p.local_rank is None and path_rank is not None:
+            rank = path_rank
+        key = (block.index, rank, p.host, p.pid, p.local_rank)
+        seen = scan.seen.get(key)
+        if seen is None:
+            seen = scan.seen[key] = Seen(first=p.time)
+        seen.lines += 1
+        order = (block.index, line_no)
+        if not seen.last_order or order >= seen.last_order:
+            seen.last_order = order
+            seen.last_text = p.body[:300]
+            if p.time is not None:
+                seen.last = p.time
+        if liveness_only:
+            return
+        if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
+            scan.info.append((line, p, block.source, block.index))
+        sig = self.matcher.match(p.body)
+        if sig is None:
+            return
+        if len(scan.events) >= MAX_EVENTS:
+            scan.dropped[sig.id] += 1
+            return
+        scan.events.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
+                                 p.local_rank, p.pid, p.time, p.time_text, sig))
+
+    def resolve(self) -> Scan:
+        """Attribute events to ranks and hosts with what the whole log taught: a pid seen with
+        its rank on one line names the rank of every other line of that pid."""
+        scan = self.scan
+        for e in scan.events:
+            if e.rank is None and e.host and e.pid is not None:
+                e.rank = scan.pid_rank.get((e.host, e.pid))
+            if e.rank is None and e.local_rank is not None and len({h for h in scan.rank_host.values()}) <= 1:
+                e.rank = e.local_rank  # one node: torchrun's local rank is the rank
+            if not e.host and e.rank is not None:
+                e.host = scan.rank_host.get(e.rank, "")
+        return scan

@@ -1,0 +1,248 @@
+"""The failure-signature catalogue: what a line in a failed job's log means.
+
+The catalogue is data (signatures.toml, next to this module), reviewed like code: each entry
+names the public issue thread where its cause was established. This module loads and
+validates it, and answers one question fast: which signature does this line show?
+
+Matching is two-stage because a failed job's log is mostly INFO chatter. Each signature
+lists literal keywords; one alternation of every keyword (PREFILTER) rejects almost every line
+before any signature's own regexes run. Among the signatures whose patterns match, the one
+earliest in the file wins: the file is ordered most specific first.
+
+`severity` says how a diagnosis should weigh a match: "root" (a cause), "consequence"
+(what follows when another rank or component already failed: a watchdog timeout, a reset
+connection) and "info" (worth reporting, not a failure by itself). `consequence_of` names the
+signatures whose presence earlier in the log explains this one.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+from dataclasses import dataclass
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+CATEGORIES = ("nccl", "torch", "gloo", "mpi", "horovod", "slurm", "cuda")
+SEVERITIES = ("root", "consequence", "info")
+DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "signatures.toml")
+
+_ID = re.compile(r"^({})\.[a-z0-9]+(-[a-z0-9]+)*$".format("|".join(CATEGORIES)))
+_SOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*#[1-9][0-9]*$")
+_CHECK_ID = re.compile(r"^[a-z]+\.[a-z0-9]+(-[a-z0-9]+)*$")
+_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# What a fix line may start with. A line that starts with anything else is prose posing as a
+# command; extend this list when a fix genuinely needs another tool.
+FIX_COMMANDS = frozenset({
+    "export", "unset", "ulimit", "echo", "cat", "grep", "ls", "df", "mount", "sysctl", "hostname",
+    "ip", "ss", "ping", "nft", "iptables", "ethtool", "ibstat", "ibv_devinfo", "ibv_devices",
+    "rdma", "nvidia-smi", "dmesg", "journalctl", "ldconfig", "docker", "kubectl", "ssh",
+    "srun", "sbatch", "salloc", "scontrol", "sinfo", "squeue", "sacct", "scancel", "seff",
+    "mpirun", "ompi_info", "horovodrun", "torchrun", "python3", "pip", "distdoctor", "getent",
+    "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
+})
+# Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from.
+PLACEHOLDERS = {"host": "gpu042", "rank": "17"}
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is invalid; the message names the entry and the field."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    title: str
+    category: str
+    patterns: tuple[re.Pattern, ...]
+    keywords: tuple[str, ...]
+    meaning: str
+    fix: tuple[str, ...]
+    confirm: str
+    sources: tuple[str, ...]
+    severity: str
+    consequence_of: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    def matches(self, line: str) -> bool:
+        return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
+
+    def fix_for(self, host: str = "", rank: str | int = "") -> tuple[str, ...]:
+        """The fix lines with {host} and {rank} filled in; a placeholder that cannot be filled
+        is left visible rather than silently emptied."""
+        values = {"host": host or "{host}", "rank": str(rank) if rank != "" else "{rank}"}
+        return tuple(line.format_map(values) for line in self.fix)
+
+
+def fix_problem(line: str) -> str | None:
+    """Why a fix line would not work pasted into a shell, or None when it would."""
+    if not line.strip():
+        return "empty line"
+    if line.startswith("# "):
+        return None
+    try:
+        filled = line.format_map(PLACEHOLDERS)
+    except (KeyError, IndexError, ValueError) as exc:
+        return f"unknown placeholder {exc}"
+    try:
+        words = shlex.split(filled, comments=True)
+    except ValueError as exc:
+        return f"not shell: {exc}"
+    if not words:
+        return "no command"
+    first = 0
+    while first < len(words) and _ENV_ASSIGN.match(words[first]):
+        first += 1
+    if first == len(words):
+        return None  # plain assignments
+    if words[first] not in FIX_COMMANDS:
+        return f"{words[first]!r} is not a known command (prose as a command?)"
+    for word in words:
+        if word.startswith(("NCCL_SOCKET_IFNAME=", "GLOO_SOCKET_IFNAME=")):
+            value = word.split("=", 1)[1]
+            if not value.startswith("^") and "lo" in (v.lstrip("=") for v in value.split(",")):
+                return "offers lo as the network interface"
+    return None
+
+
+def _field(entry: dict, name: str, where: str, kind=str, required: bool = True):
+    value = entry.get(name)
+    if value is None:
+        if required:
+            raise CatalogueError(f"{where}: missing {name!r}")
+        return kind()
+    if not isinstance(value, kind):
+        raise CatalogueError(f"{where}: {name!r} must be {kind.__name__}")
+    return value
+
+
+def _strings(entry: dict, name: str, where: str, required: bool = True) -> tuple[str, ...]:
+    value = _field(entry, name, where, list, required)
+    if not all(isinstance(v, str) for v in value):
+        raise CatalogueError(f"{where}: {name!r} must be a list of strings")
+    if required and not value:
+        raise CatalogueError(f"{where}: {name!r} is empty")
+    return tuple(value)
+
+
+def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
+    """Validate and build the catalogue from TOML text. Raises CatalogueError."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{origin}: {exc}") from None
+    entries = data.get("signature")
+    if not isinstance(entries, list) or not entries:
+        raise CatalogueError(f"{origin}: no [[signature]] entries")
+    out: list[Signature] = []
+    seen: set[str] = set()
+    for n, entry in enumerate(entries, 1):
+        where = f"{origin}: signature {n}"
+        sid = _field(entry, "id", where)
+        where = f"{origin}: {sid}"
+        if not _ID.match(sid):
+            raise CatalogueError(f"{where}: id must be <category>.<kebab-name>")
+        if sid in seen:
+            raise CatalogueError(f"{where}: duplicate id")
+        seen.add(sid)
+        category = _field(entry, "category", where)
+        if category not in CATEGORIES or not sid.startswith(category + "."):
+            raise CatalogueError(f"{where}: category {category!r} unknown or not the id's prefix")
+        severity = _field(entry, "severity", where)
+        if severity not in SEVERITIES:
+            raise CatalogueError(f"{where}: severity {severity!r} not one of {SEVERITIES}")
+        patterns = []
+        for source in _strings(entry, "patterns", where):
+            try:
+                patterns.append(re.compile(source))
+            except re.error as exc:
+                raise CatalogueError(f"{where}: pattern {source!r}: {exc}") from None
+        keywords = _strings(entry, "keywords", where)
+        sources = _strings(entry, "sources", where)
+        for s in sources:
+            if not _SOURCE.match(s):
+                raise CatalogueError(f"{where}: source {s!r} is not owner/repo#N")
+        fix = _strings(entry, "fix", where)
+        for line in fix:
+            problem = fix_problem(line)
+            if problem:
+                raise CatalogueError(f"{where}: fix line {line!r}: {problem}")
+        confirm = _field(entry, "confirm", where)
+        if not (_CHECK_ID.match(confirm) or fix_problem(confirm) is None):
+            raise CatalogueError(f"{where}: confirm {confirm!r} is neither a check id nor a command")
+        examples = _strings(entry, "examples", where)
+        for ex in examples:
+            if not any(k in ex for k in keywords):
+                raise CatalogueError(f"{where}: example has none of the keywords: {ex!r}")
+            if not any(p.search(ex) for p in patterns):
+                raise CatalogueError(f"{where}: no pattern matches example {ex!r}")
+        out.append(Signature(
+            id=sid, title=_field(entry, "title", where), category=category,
+            patterns=tuple(patterns), keywords=keywords, meaning=_field(entry, "meaning", where),
+            fix=fix, confirm=confirm, sources=sources, severity=severity,
+            consequence_of=_strings(entry, "consequence_of", where, required=False),
+            examples=examples,
+        ))
+    for sig in out:
+        for other in sig.consequence_of:
+            if other not in seen:
+                raise CatalogueError(f"{origin}: {sig.id}: consequence_of names unknown {other!r}")
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str) -> tuple[Signature, ...]:
+    with open(path, encoding="utf-8") as fh:
+        return tuple(parse(fh.read(), origin=os.path.basename(path)))
+
+
+def load(path: str | None = None) -> list[Signature]:
+    """The catalogue at path (default: the built-in one), parsed once per path."""
+    return list(_load(os.path.abspath(path or DEFAULT_PATH)))
+
+
+def by_id(path: str | None = None) -> dict[str, Signature]:
+    return {s.id: s for s in load(path)}
+
+
+class Matcher:
+    """One catalogue compiled for scanning: a keyword pre-filter, then per-signature regexes
+    in catalogue order."""
+
+    def __init__(self, signatures: list[Signature]):
+        self.signatures = tuple(signatures)
+        words = sorted({k for s in self.signatures for k in s.keywords}, key=len, reverse=True)
+        self.prefilter = re.compile("|".join(re.escape(w) for w in words))
+
+    def match(self, line: str) -> Signature | None:
+        if not self.prefilter.search(line):
+            return None
+        for sig in self.signatures:
+            if sig.matches(line):
+                return sig
+        return None
+
+    def all_matches(self, line: str) -> list[Signature]:
+        """Every signature the line shows, in priority order (for tests and explanations)."""
+        if not self.prefilter.search(line):
+            return []
+        return [s for s in self.signatures if s.matches(line)]
+
+
+@functools.lru_cache(maxsize=8)
+def _matcher(path: str) -> Matcher:
+    return Matcher(list(_load(path)))
+
+
+def matcher(path: str | None = None) -> Matcher:
+    return _matcher(os.path.abspath(path or DEFAULT_PATH))
+
+
+def match_line(text: str, path: str | None = None) -> Signature | None:
+    """The most specific signature this line shows, or None (most lines)."""
+    return matcher(path).match(text)

@@ -1,0 +1,84 @@
+"""`distdoctor compare` as a user runs it: saved report files in, one report out."""
+
+import json
+import os
+import subprocess
+
+from tests.cluster.reports import fleet
+from tests.conftest import distdoctor_argv, load_report
+
+
+def _save(tmp_path, reports):
+    paths = []
+    for name, doc in reports.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(str(path))
+    return paths
+
+
+def _run(*args, timeout=60):
+    return subprocess.run(distdoctor_argv() + list(args), check=False, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, NO_COLOR="1", COLUMNS="120"))
+
+
+def test_compare_files_names_the_odd_node_as_json(tmp_path):
+    paths = _save(tmp_path, fleet(5, gpu004={"nccl.version": "2.18.3"}))
+    out = _run("compare", "--format", "json", *paths)
+    assert out.returncode == 1, out.stderr
+    doc = load_report(out.stdout)
+    assert doc["command"] == "compare"
+    assert doc["cluster"]["outliers"] == "gpu004"
+    (diff,) = doc["cluster"]["differences"]
+    assert diff["summary"] == "NCCL version differs: 2.18.3 on gpu004 (the other 4 nodes have 2.21.5)"
+
+
+def test_compare_a_saved_directory_on_the_console(tmp_path):
+    _save(tmp_path, fleet(3, gpu002={"shm.size": 67108864}))
+    out = _run("compare", str(tmp_path))
+    assert out.returncode == 0, out.stderr  # a /dev/shm difference is a WARN
+    assert out.stdout.startswith("3 nodes, 1 outlier (gpu002)")
+    assert "clush -w gpu002 -- mount -o remount,size=68719476736 /dev/shm" in out.stdout
+
+
+def test_compare_expect_from_the_command_line(tmp_path):
+    paths = _save(tmp_path, fleet(3))
+    out = _run("compare", "--json", "--expect", "gpu.count=4", *paths)
+    assert out.returncode == 1
+    doc = load_report(out.stdout)
+    assert doc["cluster"]["outliers"] == "gpu[001-003]"
+    assert [d["basis"] for d in doc["cluster"]["differences"]] == ["expected"]
+
+
+def test_compare_a_real_check_report_with_itself_renamed(tmp_path):
+    """A report `check` really wrote, and a copy claiming another host: both read, nothing odd
+    but the shared identity (the copy has this host's boot id)."""
+    real = tmp_path / "real.json"
+    done = _run("check", "--format", "json", "--only", "core,net", "-o", str(real), timeout=120)
+    assert done.returncode in (0, 1, 2), done.stderr
+    doc = json.loads(real.read_text())
+    doc["host"] = "other-node"
+    (tmp_path / "copy.json").write_text(json.dumps(doc))
+    out = _run("compare", "--json", str(real), str(tmp_path / "copy.json"))
+    report = load_report(out.stdout)
+    assert report["cluster"]["answered"] == 2 and set(report["nodes"]) == {doc["host"], json.loads(real.read_text())["host"]}
+
+
+def test_compare_bad_files_is_a_clear_error_naming_each_file(tmp_path):
+    good = _save(tmp_path, fleet(2))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("srun: error: task 3 launch failed\n")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"name": "not us"}))
+    missing = tmp_path / "nope.json"
+    out = _run("compare", *good, str(garbage), str(other), str(missing))
+    assert out.returncode == 64
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert f"{garbage}: output is not a distdoctor report (not JSON" in out.stderr
+    assert f"{other}: output is not a distdoctor report" in out.stderr
+    assert f"{missing}: no such file" in out.stderr
+
+
+def test_compare_bad_expect_is_a_usage_error(tmp_path):
+    out = _run("compare", "--expect", "gpu.count", *_save(tmp_path, fleet(2)))
+    assert out.returncode == 64 and "write FACT=VALUE" in out.stderr

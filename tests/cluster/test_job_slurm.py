@@ -1,0 +1,63 @@
+"""One report per job on a real Slurm cluster (three nodes in network namespaces): several tasks
+per node, one document out, every time."""
+
+import os
+
+import pytest
+
+from tests.conftest import distdoctor_argv, load_report
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def job_env(tmp_path):
+    # The job secret is made in $HOME on first use; the nodes share this filesystem, as a
+    # cluster's home does.
+    home = tmp_path / "home"
+    home.mkdir()
+    return {"HOME": str(home), "NO_COLOR": "1"}
+
+
+def test_srun_several_tasks_per_node_prints_one_json_document_20_times(qb_cluster, job_env):
+    dd = " ".join(distdoctor_argv())
+    for attempt in range(20):
+        proc = qb_cluster.srun(["-N2", "-n4", *dd.split(), "check", "--format", "json"], env=job_env, timeout=120)
+        assert proc.returncode in (0, 1), (attempt, proc.stderr)
+        doc = load_report(proc.stdout)  # exactly one document: json.loads refuses trailing data
+        assert doc["cluster"]["answered"] == 2 and sorted(doc["nodes"]) == ["node1", "node2"], doc["cluster"]
+        assert doc["cluster"]["missing"] == {}
+    secret = os.path.join(job_env["HOME"], ".config", "distdoctor", "job-secret")
+    assert oct(os.stat(secret).st_mode & 0o777) == "0o600"
+
+
+def test_console_prints_the_common_result_once(qb_cluster, job_env):
+    dd = distdoctor_argv()
+    proc = qb_cluster.srun(["-N2", "-n4", *dd, "check"], env=job_env, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.stdout.count(" · check · host ") == 1, proc.stdout
+    assert proc.stdout.startswith("2 nodes, ")
+
+
+def test_jsonl_is_one_whole_line_per_node(qb_cluster, job_env):
+    proc = qb_cluster.srun(["-N2", "-n4", *distdoctor_argv(), "check", "--format", "jsonl"], env=job_env, timeout=120)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout[:2000]
+    docs = [load_report(line) for line in lines]
+    assert sorted(d["node"] for d in docs) == ["node1", "node2"]
+
+
+def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tmp_path):
+    """Rank 0 refuses a report it cannot authenticate: the other node is named in the report."""
+    script = tmp_path / "other-secret.sh"
+    script.write_text("#!/bin/sh\n[ \"$SLURM_NODEID\" = 1 ] && export DISTDOCTOR_JOB_SECRET=not-the-jobs-secret-0123456789abcdef\n"
+                      f"exec {' '.join(distdoctor_argv())} \"$@\"\n")
+    script.chmod(0o755)
+    proc = qb_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "5"],
+                           env=job_env, timeout=120)
+    doc = load_report(proc.stdout)
+    assert doc["cluster"]["answered"] == 1
+    assert "node2" in doc["cluster"]["missing"]
+    reports = next(c for c in doc["checks"] if c["id"] == "cluster.reports")
+    assert reports["status"] == "fail"
+    assert any("refused" in f["summary"] and "authentication" in f["summary"] for f in reports["findings"]), reports

@@ -1,0 +1,92 @@
+"""Running distdoctor the way an attacker or a broken machine would meet it: a real subprocess
+under an address-space limit, with a wall-clock bound, and the checks every hostile test makes
+on what comes back (strict JSON, the documented exit code, no process left behind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import textwrap
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from tests.conftest import distdoctor_argv
+
+MEMORY_LIMIT = 2 * 1024 ** 3  # bytes of address space; distdoctor check needs a few hundred MB
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed: float
+
+
+def _limit(memory: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return apply
+
+
+def dd(*args: str, env: dict | None = None, timeout: float = 60, memory: int = MEMORY_LIMIT,
+       stdin=subprocess.DEVNULL, cwd=None) -> Result:
+    full_env = dict(os.environ)
+    full_env.pop("DISTDOCTOR_CHECKS_PATH", None)
+    full_env["XDG_CONFIG_HOME"] = "/nonexistent-distdoctor-config"
+    full_env.update(env or {})
+    start = time.monotonic()
+    proc = subprocess.run([*distdoctor_argv(), *args], capture_output=True, timeout=timeout, env=full_env, check=False,
+                          preexec_fn=_limit(memory), stdin=stdin, cwd=cwd)
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
+                  time.monotonic() - start)
+
+
+def _reject(constant: str):
+    raise ValueError(f"non-standard JSON constant {constant}")
+
+
+def strict_json(text: str):
+    """json.loads that refuses NaN and Infinity, as strict parsers (jq, Go, browsers) do."""
+    return json.loads(text, parse_constant=_reject)
+
+
+def leftovers(marker: str) -> list[psutil.Process]:
+    """Processes whose command line holds marker (a unique string in each test's fake tools)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def reap(marker: str) -> None:
+    for proc in leftovers(marker):
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def write_pack(directory, name: str, body: str):
+    directory.mkdir(exist_ok=True)
+    (directory / name).write_text(textwrap.dedent(body))
+    return directory
+
+
+QUICK_PACK = """
+    from distdoctor.api import check, ok
+
+    @check("hostile.quick", title="A check that finds nothing wrong")
+    def quick(ctx):
+        yield ok("fine")
+
+    CHECKS = [quick]
+"""

@@ -1,0 +1,43 @@
+"""Every captured public log: the expected diagnosis (root signature, rank, host, what the NCCL
+setup comparison flags) is recorded beside it as <name>.diagnosis.json and reviewed by hand."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from distdoctor.logs.command import analyse
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+LOGS = sorted(glob.glob(os.path.join(DATA, "nccl_debug", "*.txt")) + glob.glob(os.path.join(DATA, "logs", "*", "*.log")))
+
+
+def digest(path: str) -> dict:
+    runs, _ok = analyse([path])
+    by_id = {r.id: r for r in runs}
+    diag = by_id["log.diagnosis"]
+    first = diag.findings[0]
+    out = {"status": diag.status.value, "cause": first.subject if first.status.value in ("fail", "warn") else None}
+    if out["cause"]:
+        out["rank"] = first.evidence.get("rank")
+        out["host"] = first.evidence.get("host")
+        out["fix"] = first.fix.splitlines()
+    out["also"] = [f.subject for f in diag.findings[1:] if f.status.value in ("fail", "warn")]
+    out["setup"] = [f"{f.status.value} {f.subject}: {f.summary}" for f in by_id["log.nccl-setup"].findings
+                    if f.status.value in ("fail", "warn")]
+    return out
+
+
+@pytest.mark.parametrize("path", LOGS, ids=os.path.basename)
+def test_expected_diagnosis(path):
+    expected_path = os.path.splitext(path)[0] + ".diagnosis.json"
+    with open(expected_path) as fh:
+        expected = json.load(fh)
+    assert digest(path) == expected
+
+
+def test_every_fixture_has_an_expectation():
+    assert LOGS
+    for path in LOGS:
+        assert os.path.exists(os.path.splitext(path)[0] + ".diagnosis.json"), path

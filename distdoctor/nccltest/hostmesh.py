@@ -280,3 +280,13 @@ def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any
                 cells.append(str(probe.get("status")))
         rows.append([f"{hmap.leader(s)} {hmap.hosts[s]}"] + cells)
     return {"columns": columns, "rows": rows}
+
+
+def parse_row(data: Any) -> dict[int, dict[str, Any]] | None:
+    """A leader's published row, or None when it is not one (a stranger's or a broken write)."""
+    try:
+        return {int(d): {"status": str(p["status"]), "rate_gbs": float(p.get("rate_gbs") or 0.0),
+                         "seconds": float(p.get("seconds") or 0.0), "moved": int(p.get("moved") or 0)}
+                for d, p in data.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

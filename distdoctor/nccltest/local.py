@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 # Launcher variables of an enclosing job would make the children think they are in it.
 _STRIP_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "TORCHELASTIC_", "GROUP_RANK", "ROLE_")

@@ -21,10 +21,12 @@ size, and a stranger's line.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import json
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,3 +150,53 @@ def listen(address: str, port: int, backlog: int = 4096) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+class Channel:
+    """One connection to the store with the job's token: what this rank publishes is sealed,
+    what it reads is opened. `tampered` collects what rank 0 had to ignore."""
+
+    def __init__(self, store: Any, token: str):
+        self.store = store
+        self.token = token
+        self.tampered: list[str] = []
+
+    def put(self, key: str, value: Any) -> None:
+        self.store.set(key, seal(self.token, key, value))
+
+    def missing(self, keys: list[str], deadline: float) -> list[str]:
+        """Wait for keys until the deadline; the keys still missing."""
+        if not keys:
+            return []
+        try:
+            self.store.wait(keys, datetime.timedelta(seconds=max(0.01, deadline - time.monotonic())))
+            return []
+        except Exception:  # DistStoreError on timeout; the check below says which keys
+            return [k for k in keys if not self.store.check([k])]
+
+    def take(self, key: str, deadline: float) -> Any:
+        """The sealed value under key, None if it never came. A value that does not open (a
+        stranger's, planted before the real one) is waited past until the deadline, then
+        raised as Unsealed."""
+        while True:
+            if self.missing([key], deadline):
+                return None
+            try:
+                return unseal(self.token, key, self.store.get(key))
+            except Unsealed:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+    def opened(self, key: str, rank: int) -> Any:
+        """What a rank published under key, or None with a note naming the rank when the value
+        is not this job's (overwritten by a stranger, or garbage)."""
+        try:
+            return unseal(self.token, key, self.store.get(key))
+        except Unsealed as exc:
+            self.tampered.append(f"{key} (rank {rank}): {exc}")
+            return None
+
+    def take_tampered(self) -> list[str]:
+        seen, self.tampered = self.tampered, []
+        return seen

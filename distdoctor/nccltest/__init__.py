@@ -145,6 +145,9 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
     except ImportError as exc:  # a broken install of distdoctor itself
         print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    from distdoctor.nccltest import report as report_mod
+
+    report_mod.prepare(args.format)
     rank = Rank(args, host, ident, where, clock, started_wall, None)
     # Armed before `import torch`: on a slow shared filesystem the import alone can use the
     # bound, and the report then says so.

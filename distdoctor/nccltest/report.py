@@ -68,6 +68,18 @@ def exit_code(runs: Sequence[CheckRun]) -> int:
     return model_exit_code(runs, "fail")
 
 
+def prepare(fmt: str) -> None:
+    """Import what rendering needs before anything else runs: the watchdog may have to render
+    while the main thread is inside `import torch`, holding Python's import lock."""
+    import distdoctor.engine  # noqa: F401
+    import distdoctor.redact  # noqa: F401
+
+    if fmt == "json":
+        import distdoctor.render.json  # noqa: F401
+    else:
+        import distdoctor.render.console  # noqa: F401
+
+
 def build(runs: Sequence[CheckRun], host: str, context: RunContext, started_wall: float,
           duration: float):
     from distdoctor.engine import build_report

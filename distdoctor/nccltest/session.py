@@ -52,6 +52,10 @@ from distdoctor.nccltest.rendezvous import Endpoint, Identity
 from distdoctor.nccltest.results import PHASE_CHECK
 
 
+# Phases that touch no network: a bound spent here is not a transport problem.
+_LOCAL_PHASES = ("start", "import torch", "launch")
+
+
 class Rank:
     """What the phases of one rank share. Phases read and set these attributes; the sequence
     lives in lead.run and follow.run."""
@@ -202,11 +206,16 @@ class Rank:
         summary = f"{phase} did not finish within the {self.args.timeout:g} s bound"
         if hog and hog[0] != phase:
             summary += f": {hog[0]} took {hog[1]:.1f} s of it"
-        explanation = (f"time by phase: {self.clock.blame()}. " + (
-            "a transport call hung past its own timeout; distdoctor ended the test at the bound"
-            if not hog or hog[0] == phase else
-            f"{hog[0]} used most of the bound: give the test more time (--timeout) or look at what slows "
-            f"{hog[0]} down"))
+        culprit = hog[0] if hog else phase
+        if culprit in _LOCAL_PHASES:
+            why = (f"{culprit} used the bound on this host before any network was involved (a slow shared "
+                   "filesystem, a cold cache, many processes importing at once): give the test more time with "
+                   "--timeout, or warm the Python environment first")
+        elif hog and hog[0] != phase:
+            why = f"{hog[0]} used most of the bound: give the test more time (--timeout) or look at what slows it"
+        else:
+            why = "a transport call hung past its own timeout; distdoctor ended the test at the bound"
+        explanation = f"time by phase: {self.clock.blame()}. {why}"
         timeout = Finding(Status.TIMEOUT, summary, explanation=explanation,
                           fix="distdoctor nccl-test -v   # every rank logs its progress to stderr")
         self.recorder.add(check_id, [timeout], time.monotonic() - self.started, status=Status.TIMEOUT)

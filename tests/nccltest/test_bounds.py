@@ -1,0 +1,105 @@
+"""Failing fast and honestly, with real processes: a MASTER_ADDR that is not rank 0's host is
+reported at once with the address that works; a bound used up by `import torch` says so;
+Ctrl-C on the --local parent ends with a partial report, exit 2, no traceback and no ranks
+left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from tests.conftest import distdoctor_argv
+from tests.nccltest.ranks import checks, clean_env, free_port, rank_env, report, require_torch
+
+pytestmark = pytest.mark.slow
+
+SLOW_IMPORT = """
+import importlib.abc, os, sys, time
+
+class _Slow(importlib.abc.MetaPathFinder):
+    # torch._C is imported only by `import torch` itself, not by a find_spec("torch") probe
+    def find_spec(self, name, path, target=None):
+        if name == "torch._C":
+            sys.meta_path.remove(self)
+            time.sleep(float(os.environ["DD_SLOW_IMPORT_S"]))
+        return None
+
+sys.meta_path.insert(0, _Slow())
+"""
+
+
+def test_master_addr_that_is_not_rank_0s_host_is_reported_at_once():
+    """10.255.255.1 belongs to nobody here: rank 0 says so on stderr at once and reports within
+    a few seconds with the address that would work, not at the 40 s bound."""
+    require_torch()
+    start = time.monotonic()
+    proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--timeout", "40", "--json"],
+                          env=rank_env(0, 2, free_port(), addr="10.255.255.1"), capture_output=True, text=True,
+                          timeout=60)
+    wall = time.monotonic() - start
+    doc = report(proc.stdout)
+    assert proc.returncode == 1, proc.stderr
+    assert wall < 25, wall  # interpreter and torch start-up on a loaded machine, plus the 5 s grace
+    launch = checks(doc)["nccl-test.launch"]["findings"]
+    [bad] = [f for f in launch if f["status"] == "fail"]
+    assert "MASTER_ADDR 10.255.255.1 (10.255.255.1) is not an address of rank 0's host" in bad["summary"]
+    suggested = bad["fix"].removeprefix("export MASTER_ADDR=")
+    assert suggested and suggested != "10.255.255.1" and not suggested.startswith("127.")
+    assert f"Use: export MASTER_ADDR={suggested}" in proc.stderr
+
+
+def test_a_bound_used_up_by_import_torch_names_the_import():
+    require_torch()
+    with tempfile.TemporaryDirectory() as site:
+        with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
+            fh.write(SLOW_IMPORT)
+        env = rank_env(0, 2, free_port(), PYTHONPATH=site, DD_SLOW_IMPORT_S="30")
+        start = time.monotonic()
+        proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--timeout", "6", "--json"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        wall = time.monotonic() - start
+    doc = report(proc.stdout)
+    assert proc.returncode == 2, proc.stderr
+    assert wall < 6 + 5
+    launch = checks(doc)["nccl-test.launch"]
+    assert launch["status"] == "timeout"
+    first = launch["findings"][0]
+    assert first["summary"] == "import torch did not finish within the 6 s bound", first
+    assert "time by phase: import torch " in first["explanation"]
+    assert "before any network was involved" in first["explanation"]
+    assert [p["phase"] for p in doc["nccl_test"]["phases"]] == ["start", "import torch"]
+
+
+def test_ctrl_c_on_the_local_parent_reports_what_is_known():
+    require_torch()
+    import psutil
+
+    proc = subprocess.Popen([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "60", "--json"],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        end = time.monotonic() + 30
+        kids: list[psutil.Process] = []
+        while time.monotonic() < end and not kids:
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            time.sleep(0.1)
+        assert kids, "the --local parent started no rank"
+        time.sleep(2.0)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    doc = report(out)
+    summaries = [f["summary"] for c in doc["checks"] for f in c["findings"]]
+    assert any(s.startswith("interrupted during ") for s in summaries), summaries
+    time.sleep(0.3)
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]

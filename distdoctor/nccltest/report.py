@@ -20,7 +20,7 @@ TITLES = {
     "nccl-test.rendezvous": "Every rank arrives at the rendezvous",
     "nccl-test.ranks": "Ranks and what they run",
     "nccl-test.cross-rank": "Ranks agree on versions, GPUs and settings",
-    "nccl-test.mesh": "Every rank can connect to every other rank",
+    "nccl-test.mesh": "Every host can connect to every other host, at a similar speed",
     "nccl-test.init": "Process group initializes",
     "nccl-test.all-reduce": "all_reduce gives the exact sum",
     "nccl-test.broadcast": "broadcast delivers rank 0's data",

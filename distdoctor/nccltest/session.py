@@ -51,7 +51,6 @@ from distdoctor.nccltest.follow import HEARTBEAT_S
 from distdoctor.nccltest.rendezvous import Endpoint, Identity
 from distdoctor.nccltest.results import PHASE_CHECK
 
-
 # Phases that touch no network: a bound spent here is not a transport problem.
 _LOCAL_PHASES = ("start", "import torch", "launch")
 

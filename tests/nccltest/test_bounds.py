@@ -14,7 +14,14 @@ import time
 import pytest
 
 from tests.conftest import distdoctor_argv
-from tests.nccltest.ranks import checks, clean_env, free_port, rank_env, report, require_torch
+from tests.nccltest.ranks import (
+    checks,
+    clean_env,
+    free_port,
+    rank_env,
+    report,
+    require_torch,
+)
 
 pytestmark = pytest.mark.slow
 

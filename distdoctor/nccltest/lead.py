@@ -80,7 +80,7 @@ def launch(rank: Rank, fp: dict[str, Any], if_addrs) -> Launch:
     rank.recorder.add("nccl-test.launch", findings)
     rank.recorder.extra["rendezvous"] = {"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
                                          "port_why": e.port_why, "world_size": rank.world,
-                                         "launcher": rank.ident.launcher, "token": rank.token_why}
+                                         "launcher": rank.ident.launcher, "sealed_with": rank.token_why}
     if not local:
         rank.say(f"MASTER_ADDR={e.addr} " + (f"does not resolve here ({resolved.error})" if resolved.error else
                                               "is not an address of this host")

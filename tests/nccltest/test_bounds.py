@@ -110,3 +110,18 @@ def test_ctrl_c_on_the_local_parent_reports_what_is_known():
     assert any(s.startswith("interrupted during ") for s in summaries), summaries
     time.sleep(0.3)
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_local_says_it_chose_the_rendezvous():
+    require_torch()
+    env = clean_env(MASTER_ADDR="10.9.9.9")
+    proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "40", "--json"], env=env,
+                          capture_output=True, text=True, timeout=80)
+    assert proc.returncode == 0, proc.stderr
+    rendezvous = report(proc.stdout)["nccl_test"]["rendezvous"]
+    assert rendezvous["master_addr"] == "127.0.0.1"
+    assert rendezvous["addr_why"] == ("chosen by --local: every rank runs on this host "
+                                      "(MASTER_ADDR=10.9.9.9 from the environment is ignored)")
+    assert rendezvous["port_why"] == "chosen by --local: a free port (MASTER_PORT unset)"
+    assert rendezvous["store_listens_on"] == "127.0.0.1"
+    assert rendezvous["sealed_with"] == "DISTDOCTOR_JOB_TOKEN from the environment"

@@ -77,7 +77,7 @@ def mesh_summaries(doc) -> list[tuple[str, str]]:
 def test_four_healthy_hosts_have_no_alarm(lan):
     """Two ranks on h0, one on each other host: one prober per host (ranks 0, 2, 3, 4), twelve
     host pairs, every rate near the median, the all_reduce passes."""
-    rc0, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
+    _, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
     assert rcs == [0] * 5, (errs, doc["checks"])
     assert all(s in ("ok", "warn") for s in statuses(doc).values()), doc["checks"]
     assert statuses(doc)["nccl-test.mesh"] == "ok" and statuses(doc)["nccl-test.all-reduce"] == "ok"

@@ -36,6 +36,7 @@ ROLL = "roll"
 ARRIVED = "arrived"
 # A line on the roll bigger than this is not a fingerprint: it is cut, and named as garbage.
 MAX_LINE = 256 << 10
+WAIT_SLICE_S = 1.0
 
 
 class Unsealed(ValueError):
@@ -165,14 +166,18 @@ class Channel:
         self.store.set(key, seal(self.token, key, value))
 
     def missing(self, keys: list[str], deadline: float) -> list[str]:
-        """Wait for keys until the deadline; the keys still missing."""
+        """Wait for keys until the deadline; the keys still missing. The wait is cut into slices
+        of a second: a signal (Ctrl-C) reaches Python only between C++ calls."""
         if not keys:
             return []
-        try:
-            self.store.wait(keys, datetime.timedelta(seconds=max(0.01, deadline - time.monotonic())))
-            return []
-        except Exception:  # DistStoreError on timeout; the check below says which keys
-            return [k for k in keys if not self.store.check([k])]
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                self.store.wait(keys, datetime.timedelta(seconds=max(0.01, min(WAIT_SLICE_S, left))))
+                return []
+            except Exception:  # DistStoreError on timeout; the check below says which keys
+                if left <= WAIT_SLICE_S:
+                    return [k for k in keys if not self.store.check([k])]
 
     def take(self, key: str, deadline: float) -> Any:
         """The sealed value under key, None if it never came. A value that does not open (a

@@ -125,3 +125,29 @@ def test_local_says_it_chose_the_rendezvous():
     assert rendezvous["port_why"] == "chosen by --local: a free port (MASTER_PORT unset)"
     assert rendezvous["store_listens_on"] == "127.0.0.1"
     assert rendezvous["sealed_with"] == "DISTDOCTOR_JOB_TOKEN from the environment"
+
+
+def test_ctrl_c_on_a_waiting_rank_ends_it_at_once():
+    """Rank 1 waits for rank 0's plan (rank 2 never comes); Ctrl-C ends it within a second or
+    two, with one line and exit 2, not at the 40 s bound."""
+    require_torch()
+    from tests.nccltest.ranks import Ranks
+
+    port = free_port()
+    with Ranks() as ranks:
+        ranks.start(["--timeout", "40", "--json"], rank_env(0, 3, port))
+        waiter = ranks.start(["--timeout", "40", "-v"], rank_env(1, 3, port))
+        lines: list[str] = []
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not any("phase rendezvous" in ln for ln in lines):
+            lines.append(waiter.stderr.readline())
+        assert any("phase rendezvous" in ln for ln in lines), lines
+        time.sleep(1.5)  # inside the wait for rank 0's plan
+        sent = time.monotonic()
+        os.kill(waiter.pid, signal.SIGINT)
+        err = waiter.stderr.read()
+        waiter.wait(10)
+        took = time.monotonic() - sent
+    assert waiter.returncode == 2
+    assert took < 5, took
+    assert "interrupted in rendezvous" in err and "Traceback" not in err

@@ -71,13 +71,20 @@ def run(rank: Rank, fp: dict[str, Any], listener) -> int:
     try:
         return phases(rank, fp, listener)
     except rank.torch.distributed.DistError as exc:  # rank 0 went away mid-protocol
+        if rank.channel.foreign:  # ... and it was another job's rank 0
+            return not_ours(rank, rank.channel.foreign)
         rank.say(f"lost the connection to rank 0 at {e.addr}:{e.port} in {rank.phase}: "
                  f"{collectives_mod.first_line(exc)}")
         return INCOMPLETE
     except store_mod.Unsealed as exc:
-        rank.say(f"the rendezvous at {e.addr}:{e.port} is not this job's ({exc}): another job's rank 0 "
-                 f"serves that port; give this job its own MASTER_PORT")
-        return FAILED
+        return not_ours(rank, str(exc))
+
+
+def not_ours(rank: Rank, why: str) -> int:
+    e = rank.endpoint
+    rank.say(f"the rendezvous at {e.addr}:{e.port} is not this job's ({why}): another job's rank 0 serves that "
+             "port; give this job its own MASTER_PORT")
+    return FAILED
 
 
 def heartbeat(rank: Rank) -> None:
@@ -91,8 +98,20 @@ def heartbeat(rank: Rank) -> None:
 
 def phases(rank: Rank, fp: dict[str, Any], listener) -> int:
     channel = rank.channel
-    channel.store.append(store_mod.ROLL, store_mod.roll_line(rank.token, fp))
+    line = store_mod.roll_line(rank.token, fp)
+    if channel.missing(["hello"], rank.phase_deadline()):
+        rank.say("rank 0 serves the store but never said hello (it hung or died)")
+        return INCOMPLETE
+    try:
+        hello = store_mod.unseal(rank.token, "hello", channel.store.get("hello"))
+    except store_mod.Unsealed as exc:
+        channel.store.append(store_mod.ROLL, line)  # so that the other job's rank 0 names this rank
+        return not_ours(rank, str(exc))
+    channel.store.append(store_mod.ROLL, line)
     channel.store.add(store_mod.ARRIVED, 1)
+    if hello.get("world_size") != rank.world:
+        rank.say(f"rank 0 has world size {hello.get('world_size')}, this rank {rank.world}: the launch gave the "
+                 "ranks different world sizes (rank 0 names this rank)")
     # Rank 0 decides at its own phase deadline at the latest; wait past that for its word.
     plan = channel.take("plan", rank.deadline + 1.0)
     if plan is None:

@@ -107,6 +107,8 @@ def serve(rank: Rank, where: Launch, if_addrs) -> bool:
         rank.channel = rank.connect(where.own, serving, rank.left(),
                                     rank.listen_sock.fileno() if rank.listen_sock is not None else None)
         rank.monitor = rank.connect(where.own, False, 2)
+        # First, so that a rank of another job on this port learns it at once.
+        rank.channel.put("hello", {"world_size": rank.world})
     except Exception as exc:  # OSError from bind, DistStoreError from TCPStore
         text = collectives_mod.first_line(exc)
         in_use = "EADDRINUSE" in text or "in use" in text

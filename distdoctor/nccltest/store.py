@@ -161,6 +161,7 @@ class Channel:
         self.store = store
         self.token = token
         self.tampered: list[str] = []
+        self.foreign = ""  # why a value this rank waited for did not open, if one did not
 
     def put(self, key: str, value: Any) -> None:
         self.store.set(key, seal(self.token, key, value))
@@ -188,7 +189,8 @@ class Channel:
                 return None
             try:
                 return unseal(self.token, key, self.store.get(key))
-            except Unsealed:
+            except Unsealed as exc:
+                self.foreign = str(exc)
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)

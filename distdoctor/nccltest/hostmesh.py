@@ -3,7 +3,7 @@
 One prober per host (the host's lowest rank, its leader) connects to the other hosts' leaders
 and times a mid-size transfer to each: ranks on one host share its network, so probing rank
 by rank would only multiply the connections (512 hosts x 8 GPUs would be 16.7 million).
-Pure functions: the sockets are in mesh.py, the store traffic in session.py.
+Pure functions: the sockets are in mesh.py, the store traffic in lead.py and follow.py.
 """
 
 from __future__ import annotations

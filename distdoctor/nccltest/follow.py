@@ -73,6 +73,8 @@ def run(rank: Rank, fp: dict[str, Any], listener) -> int:
     except rank.torch.distributed.DistError as exc:  # rank 0 went away mid-protocol
         if rank.channel.foreign:  # ... and it was another job's rank 0
             return not_ours(rank, rank.channel.foreign)
+        if rank.doomed:  # this rank already knows the job cannot pass
+            return FAILED
         rank.say(f"lost the connection to rank 0 at {e.addr}:{e.port} in {rank.phase}: "
                  f"{collectives_mod.first_line(exc)}")
         return INCOMPLETE
@@ -110,6 +112,7 @@ def phases(rank: Rank, fp: dict[str, Any], listener) -> int:
     channel.store.append(store_mod.ROLL, line)
     channel.store.add(store_mod.ARRIVED, 1)
     if hello.get("world_size") != rank.world:
+        rank.doomed = True
         rank.say(f"rank 0 has world size {hello.get('world_size')}, this rank {rank.world}: the launch gave the "
                  "ranks different world sizes (rank 0 names this rank)")
     # Rank 0 decides at its own phase deadline at the latest; wait past that for its word.

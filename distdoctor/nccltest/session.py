@@ -80,6 +80,7 @@ class Rank:
         self.monitor: store_mod.Channel | None = None  # a second connection: never blocked by a call
         self.listen_sock = None
         self.fps: list[dict[str, Any]] = []
+        self.doomed = False  # a follower that knows the job fails whatever rank 0 says
         self.wanted = list(report_mod.TITLES) if args.bench else [i for i in report_mod.TITLES
                                                                   if i != "nccl-test.bench"]
 
@@ -142,7 +143,9 @@ class Rank:
             if self.channel is not None:
                 try:
                     self.channel.put("final", {"code": code})
-                    arrived = len(self.fps) - 1
+                    # Every process that counted itself in reads the code, a duplicate or a rank of
+                    # another world size too (they are not in self.fps).
+                    arrived = max(len(self.fps) - 1, self.channel.store.add(store_mod.ARRIVED, 0))
                     end = min(time.monotonic() + 2.0, self.deadline)
                     while arrived > 0 and self.channel.store.add("bye", 0) < arrived and time.monotonic() < end:
                         time.sleep(0.005)

@@ -26,6 +26,7 @@ def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, l
                           fix="nvidia-smi; echo $CUDA_VISIBLE_DEVICES   # on the ranks without CUDA"))
     return "gloo", notes
 
+
 def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     without = [f for f in fps if not (f.get("cuda_available") and f.get("nccl"))]
     if not without:
@@ -38,6 +39,7 @@ def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
                 explanation="NCCL needs a CUDA build of torch and a visible GPU on every rank",
                 fix="nvidia-smi; python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'"
                     "   # on those ranks; or run with --backend gloo")
+
 
 def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     """gloo binds to the address the hostname resolves to unless GLOO_SOCKET_IFNAME is set; on a

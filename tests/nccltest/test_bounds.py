@@ -83,20 +83,26 @@ def test_a_bound_used_up_by_import_torch_names_the_import():
 
 
 def test_ctrl_c_on_the_local_parent_reports_what_is_known():
+    """Ctrl-C while the --local parent (rank 0) is in the bench sweep: a partial report with the
+    checks done so far, 'interrupted during bench', exit 2, no traceback, no rank left."""
     require_torch()
     import psutil
 
-    proc = subprocess.Popen([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "60", "--json"],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    argv = [*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "60", "--json", "-v", "--bench",
+            "-b", "1M", "-e", "64M", "-f", "2", "--iters", "50"]
+    proc = subprocess.Popen(argv, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        end = time.monotonic() + 30
-        kids: list[psutil.Process] = []
-        while time.monotonic() < end and not kids:
-            kids = psutil.Process(proc.pid).children(recursive=True)
-            time.sleep(0.1)
-        assert kids, "the --local parent started no rank"
-        time.sleep(2.0)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        lines: list[str] = []
+        end = time.monotonic() + 45
+        while time.monotonic() < end and not any("phase bench" in ln and "rank 0" in ln for ln in lines):
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+        assert any("phase bench" in ln for ln in lines), "".join(lines)[-2000:]
+        kids = kids or psutil.Process(proc.pid).children(recursive=True)
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -106,10 +112,12 @@ def test_ctrl_c_on_the_local_parent_reports_what_is_known():
     assert proc.returncode == 2, err
     assert "Traceback" not in err
     doc = report(out)
-    summaries = [f["summary"] for c in doc["checks"] for f in c["findings"]]
-    assert any(s.startswith("interrupted during ") for s in summaries), summaries
+    found = {c["id"]: c for c in doc["checks"]}
+    assert found["nccl-test.rendezvous"]["status"] == "ok"  # what was done before Ctrl-C is kept
+    [interrupted] = found["nccl-test.bench"]["findings"]
+    assert interrupted["summary"].startswith("interrupted during bench (time by phase: ")
     time.sleep(0.3)
-    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    assert kids and not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_local_says_it_chose_the_rendezvous():

@@ -6,8 +6,10 @@
 
 torch is imported only inside this package's run path, never by `distdoctor check`.
 Modules: rendezvous (who am I, where do we meet), interface (which address), fingerprint,
-compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives,
-bench, session (one rank's protocol), report, watchdog (the outer bound), local (--local N).
+compare (cross-rank), mesh (pairwise TCP), hostmesh (who probes whom, the verdict), collectives, bench,
+store (the sealed rendezvous), clock (the bound, time by phase), arrival/backend/results (judgements),
+session (what a rank's phases share; its ending), lead and follow (the phases of rank 0 and the others),
+report, watchdog (the outer bound), local (--local N).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import secrets
 import sys
 import time
 import warnings
@@ -118,10 +121,12 @@ def run(args: argparse.Namespace) -> int:
 
     host = Host()
     children = None
+    given = host.env
     if args.local:
         port = local_mod.free_port()
-        children = local_mod.Children(local_mod.forwarded_argv(args), host.env, args.local, port)
-        host = Host(env=local_mod.child_env(host.env, 0, args.local, port))
+        env = dict(host.env, DISTDOCTOR_JOB_TOKEN=secrets.token_hex(16))
+        children = local_mod.Children(local_mod.forwarded_argv(args), env, args.local, port)
+        host = Host(env=local_mod.child_env(env, 0, args.local, port))
     try:
         try:
             ident = identity(host.env)
@@ -129,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         except RendezvousError as exc:
             print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if args.local:
+            where = local_mod.honest_endpoint(where, given)
         return _run_rank(args, host, ident, where, started, started_wall, children)
     finally:
         if children is not None:
@@ -140,34 +147,54 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
     if not args.verbose:
         # c10d logs every retry and timeout with C++ stack frames; the report says it better.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
-    try:
-        with warnings.catch_warnings():
-            # torch warns on every rank when numpy is missing; nccl-test never touches numpy.
-            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-            import torch
-    except Exception as exc:  # installed but broken (missing libraries, ABI mismatch)
-        print(f"distdoctor nccl-test: torch is installed but cannot be imported: {exc}\n"
-              f"{INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)
-        return EXIT_ERROR
-
-    from distdoctor.nccltest.session import RankRun
+    from distdoctor.nccltest.clock import Clock
     from distdoctor.nccltest.watchdog import Watchdog
 
-    session = RankRun(args, host, ident, where, started, started_wall, torch)
-    deadline = session.deadline + (0.0 if ident.rank == 0 else FOLLOWER_GRACE_S)
-    watchdog = Watchdog(deadline, session.last_words)
+    clock = Clock(started, args.timeout)
+    clock.enter("start", started)
+    try:
+        from distdoctor.nccltest.session import Rank, execute
+    except ImportError as exc:  # a broken install of distdoctor itself
+        print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    from distdoctor.nccltest import report as report_mod
+
+    report_mod.prepare(args.format)
+    rank = Rank(args, host, ident, where, clock, started_wall, None)
+    # Armed before `import torch`: on a slow shared filesystem the import alone can use the
+    # bound, and the report then says so.
+    deadline = clock.deadline + (0.0 if ident.rank == 0 else FOLLOWER_GRACE_S)
+    watchdog = Watchdog(deadline, rank.last_words)
     if children is not None:
         watchdog.on_exit(children.kill)
     try:
-        code = session.execute()
+        rank.set_phase("import torch")
+        try:
+            with warnings.catch_warnings():
+                # torch warns on every rank when numpy is missing; nccl-test never touches numpy.
+                warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+                import torch
+        except Exception as exc:  # installed but broken (missing libraries, ABI mismatch)
+            watchdog.cancel()
+            print(f"distdoctor nccl-test: torch is installed but cannot be imported: {exc}\n"
+                  f"{INSTALL_HINT.format(python=sys.executable)}", file=sys.stderr)
+            return EXIT_ERROR
+        rank.torch = torch
+        code = execute(rank)
+    except KeyboardInterrupt:
+        code = EXIT_ERROR
+        try:
+            code = rank.interrupted()
+        except BaseException:  # a second Ctrl-C while reporting: end now, still with the code
+            pass
     except Exception as exc:  # a bug here must still end the rank with a clear line and a bound
         print(f"distdoctor nccl-test: rank {ident.rank}: internal error: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         code = EXIT_ERROR
         if ident.rank == 0:
             try:
-                code = max(session.crash(exc), EXIT_ERROR)
-            except Exception:
+                code = max(rank.crash(exc), EXIT_ERROR)
+            except Exception:  # the crash report itself failed: the line above is all there is
                 pass
     watchdog.cancel()
     if children is not None and code == 0:

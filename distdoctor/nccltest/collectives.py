@@ -7,9 +7,11 @@ never rounding.
 
 from __future__ import annotations
 
+import datetime
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,55 @@ def all_gather(torch: Any, dist: Any, device: Any, rank: int, world: int) -> tup
 
 
 OPS = (("all-reduce", all_reduce), ("broadcast", broadcast), ("all-gather", all_gather))
+
+
+def run_all(rank, backend: str) -> tuple[list[OpResult], list[dict]]:
+    """The init, collectives and bench phases of one rank (rank: session.Rank): the results to
+    publish, and the bench rows."""
+    import torch.distributed as dist
+
+    from distdoctor.nccltest import bench as bench_mod
+
+    torch = rank.torch
+    results: list[OpResult] = []
+    device = torch.device("cpu")
+    sync = lambda: None  # noqa: E731
+    rank.set_phase("init")
+    started = time.monotonic()
+    timeout = datetime.timedelta(seconds=rank.left())
+    try:
+        if backend == "nccl":
+            device = torch.device("cuda", rank.ident.local_rank)
+            torch.cuda.set_device(device)
+            sync = torch.cuda.synchronize
+        kwargs = {"device_id": device} if backend == "nccl" else {}
+        dist.init_process_group(backend, store=dist.PrefixStore("pg", rank.channel.store), rank=rank.rank,
+                                world_size=rank.world, timeout=timeout, **kwargs)
+        if backend == "gloo":
+            # Names every rank that does not reach the barrier, where a plain barrier just hangs.
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=rank.left()), wait_all_ranks=True)
+    except Exception as exc:  # any init failure is the finding, with torch's first line
+        results.append(OpResult("init", False, time.monotonic() - started, first_line(exc)))
+        return results, []
+    results.append(OpResult("init", True, time.monotonic() - started, f"process group of {rank.world} ranks"))
+    for name, op in OPS:
+        rank.set_phase(name)
+        result = timed(name, sync, lambda op=op: op(torch, dist, device, rank.rank, rank.world))
+        results.append(result)
+        rank.log(f"{name}: {'ok' if result.ok else 'FAILED'} {result.detail}")
+        if not result.ok and result.detail.startswith(("RuntimeError", "DistBackendError", "DistError")):
+            return results, []
+    rows: list[dict] = []
+    if rank.args.bench:
+        rank.set_phase("bench")
+        try:
+            rows = bench_mod.sweep(torch, dist, device, rank.rank, rank.world, rank.args.bench_sizes,
+                                   rank.args.iters, sync, rank.phase_deadline() - 1.0,
+                                   on_size=lambda s: rank.log(f"bench {bench_mod.human_size(s)}"))
+        except Exception as exc:  # a failed size is the finding
+            results.append(OpResult("bench", False, 0.0, first_line(exc)))
+    try:
+        dist.destroy_process_group()
+    except Exception:  # already torn down by a failure
+        pass
+    return results, rows

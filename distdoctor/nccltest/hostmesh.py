@@ -3,15 +3,16 @@
 One prober per host (the host's lowest rank, its leader) connects to the other hosts' leaders
 and times a mid-size transfer to each: ranks on one host share its network, so probing rank
 by rank would only multiply the connections (512 hosts x 8 GPUs would be 16.7 million).
-Pure functions: the sockets are in mesh.py, the store traffic in session.py.
+Pure functions: the sockets are in mesh.py, the store traffic in lead.py and follow.py.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from distdoctor.api import fail, ok, warn
 from distdoctor.model import Finding
@@ -300,3 +301,13 @@ def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any
                 cells.append(str(probe.get("status")))
         rows.append([f"{hmap.leader(s)} {hmap.hosts[s]}"] + cells)
     return {"columns": columns, "rows": rows}
+
+
+def parse_row(data: Any) -> dict[int, dict[str, Any]] | None:
+    """A leader's published row, or None when it is not one (a stranger's or a broken write)."""
+    try:
+        return {int(d): {"status": str(p["status"]), "rate_gbs": float(p.get("rate_gbs") or 0.0),
+                         "seconds": float(p.get("seconds") or 0.0), "moved": int(p.get("moved") or 0)}
+                for d, p in data.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 # Launcher variables of an enclosing job would make the children think they are in it.
 _STRIP_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", "TORCHELASTIC_", "GROUP_RANK", "ROLE_")
@@ -76,6 +76,21 @@ class Children:
                 proc.wait(1)
             except (ProcessLookupError, subprocess.TimeoutExpired, OSError):
                 pass
+
+
+def honest_endpoint(where, given: Mapping[str, str]):
+    """Rank 0's rendezvous as --local chose it, not as the children's environment spells it:
+    MASTER_ADDR and MASTER_PORT were chosen here, whatever the caller's environment said."""
+    import dataclasses
+
+    addr = (given.get("MASTER_ADDR") or "").strip()
+    port = (given.get("MASTER_PORT") or "").strip()
+    return dataclasses.replace(
+        where,
+        addr_why="chosen by --local: every rank runs on this host" + (
+            f" (MASTER_ADDR={addr} from the environment is ignored)" if addr else " (MASTER_ADDR unset)"),
+        port_why="chosen by --local: a free port" + (
+            f" (MASTER_PORT={port} from the environment is ignored)" if port else " (MASTER_PORT unset)"))
 
 
 def forwarded_argv(args) -> list[str]:

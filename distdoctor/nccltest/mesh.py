@@ -24,8 +24,9 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 MAGIC = "DDNT1"
 # A peer may ask to send at most this much: a stranger cannot make a listener read forever.
@@ -258,3 +259,11 @@ def probe_hosts(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, 
         address, port = peers[rank]
         out[rank] = probe_transfer(rank, address, port, token, my_rank, timeout, nbytes)
     return out
+
+
+def probe_row(mine: Mapping[str, Any], plan: Mapping[str, Any], rank: int) -> dict[int, dict[str, Any]]:
+    """A host leader's probes of the targets rank 0 gave it: {leader rank: Probe as a dict}."""
+    peers = {int(r): (str(addr), int(port)) for r, addr, port in mine.get("targets", [])}
+    row = probe_hosts(peers, plan["token"], rank, plan["probe_timeout"], int(plan.get("nbytes", 0)),
+                      float(plan.get("budget", 5.0)))
+    return {r: p.to_dict() for r, p in row.items()}

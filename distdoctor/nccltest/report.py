@@ -21,7 +21,7 @@ TITLES = {
     "nccl-test.rendezvous": "Every rank arrives at the rendezvous",
     "nccl-test.ranks": "Ranks and what they run",
     "nccl-test.cross-rank": "Ranks agree on versions, GPUs and settings",
-    "nccl-test.mesh": "Every rank can connect to every other rank",
+    "nccl-test.mesh": "Every host can connect to every other host, at a similar speed",
     "nccl-test.init": "Process group initializes",
     "nccl-test.all-reduce": "all_reduce gives the exact sum",
     "nccl-test.broadcast": "broadcast delivers rank 0's data",
@@ -67,6 +67,18 @@ class Recorder:
 
 def exit_code(runs: Sequence[CheckRun]) -> int:
     return model_exit_code(runs, "fail")
+
+
+def prepare(fmt: str) -> None:
+    """Import what rendering needs before anything else runs: the watchdog may have to render
+    while the main thread is inside `import torch`, holding Python's import lock."""
+    import distdoctor.engine  # noqa: F401
+    import distdoctor.redact  # noqa: F401
+
+    if fmt == "json":
+        import distdoctor.render.json  # noqa: F401
+    else:
+        import distdoctor.render.console  # noqa: F401
 
 
 def build(runs: Sequence[CheckRun], host: str, context: RunContext, started_wall: float,

@@ -12,7 +12,14 @@ import pytest
 
 from tests.harness import apt
 from tests.harness.netns import Namespaces
-from tests.nccltest.ranks import Ranks, checks, rank_env, report, require_torch, statuses
+from tests.nccltest.ranks import (
+    Ranks,
+    checks,
+    rank_env,
+    report,
+    require_torch,
+    statuses,
+)
 
 pytestmark = pytest.mark.slow
 MARGIN = 6.0  # four or five interpreters importing torch on a loaded 2-core machine
@@ -70,7 +77,7 @@ def mesh_summaries(doc) -> list[tuple[str, str]]:
 def test_four_healthy_hosts_have_no_alarm(lan):
     """Two ranks on h0, one on each other host: one prober per host (ranks 0, 2, 3, 4), twelve
     host pairs, every rate near the median, the all_reduce passes."""
-    rc0, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
+    _, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
     assert rcs == [0] * 5, (errs, doc["checks"])
     assert all(s in ("ok", "warn") for s in statuses(doc).values()), doc["checks"]
     assert statuses(doc)["nccl-test.mesh"] == "ok" and statuses(doc)["nccl-test.all-reduce"] == "ok"
@@ -122,3 +129,22 @@ def test_a_host_that_never_starts_is_named(lan):
     finding = checks(doc)["nccl-test.rendezvous"]["findings"][0]
     assert finding["summary"].startswith("rank 3 of 4 never arrived")
     assert finding["evidence"]["missing_ranks"] == [3]
+
+
+def test_small_messages_pass_and_large_ones_stall_on_an_mtu_mismatch(lan):
+    """Every host speaks 9000-byte frames, but the switch port to h3 takes 1500: the handshake
+    passes, full-size segments to and from h3 are dropped (no ICMP from a bridge: a black hole).
+    The pairs with h3 are named as stalls with the MTU as the likely cause, no other pair is."""
+    lan.run("sw", ["ip", "link", "set", "br0", "mtu", "9000"])
+    for i, name in enumerate(HOSTS):
+        lan.run("sw", ["ip", "link", "set", f"p{i}", "mtu", "1500" if name == "h3" else "9000"])
+        lan.run(name, ["ip", "link", "set", "eth0", "mtu", "9000"])
+    rc0, doc, errs, rcs, wall = run_job(lan, list(HOSTS))
+    assert rc0 == 1 and rcs == [1] * 4, errs
+    assert wall < TIMEOUT + MARGIN
+    found = checks(doc)["nccl-test.mesh"]["findings"]
+    stalls = [f for f in found if "small messages pass" in f["summary"]]
+    assert len(stalls) >= 3 and len(stalls) == len(found), [f["summary"] for f in found]
+    assert all("h3 (rank 3)" in f["summary"] for f in stalls)
+    assert "MTU mismatch" in stalls[0]["explanation"] and "ping -c 3 -M do -s 1472" in stalls[0]["fix"]
+    assert statuses(doc)["nccl-test.all-reduce"] == "skip"

@@ -1,0 +1,134 @@
+"""Whether the ranks can meet and who did: the launch and rendezvous findings, as pure
+functions of what rank 0 saw (its addresses, what MASTER_ADDR resolves to, the roll)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from distdoctor.api import fail, ok
+from distdoctor.model import Finding
+from distdoctor.nccltest import compare
+from distdoctor.nccltest import store as store_mod
+from distdoctor.nccltest.rendezvous import (
+    Endpoint,
+    Identity,
+    expected_rank_hosts,
+    step_hosts,
+)
+
+
+def is_local(resolved: Sequence[str], mine: set[str]) -> bool:
+    return any(a in mine or a.startswith("127.") or a == "::1" for a in resolved)
+
+
+def reachable_name(hostname: str, hostname_addrs: Sequence[str], mine: set[str], route_address: str) -> str:
+    """What to suggest as MASTER_ADDR: rank 0's hostname when it resolves to a real address
+    of this host, else the address this host routes from, else any non-loopback address."""
+    if any(a in mine and not a.startswith("127.") for a in hostname_addrs):
+        return hostname
+    if route_address and not route_address.startswith("127."):
+        return route_address
+    real = sorted(a for a in mine if not a.startswith(("127.", "fe80", "::1")))
+    return real[0] if real else hostname
+
+
+def launch_findings(e: Endpoint, ident: Identity, hostname: str, resolved: Sequence[str], resolve_error: str,
+                    mine: set[str], suggestion: str) -> list[Finding]:
+    findings = [ok(f"rank 0 of {ident.world_size} via {ident.description}; rendezvous at {e.addr}:{e.port}",
+                   explanation=f"address: {e.addr_why}; port: {e.port_why}",
+                   evidence={"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
+                             "port_why": e.port_why, "launcher": ident.launcher})]
+    if resolve_error:
+        findings.append(fail(f"MASTER_ADDR {e.addr} does not resolve on rank 0's host: {resolve_error}",
+                             subject=e.addr, fix=f"export MASTER_ADDR={suggestion}"))
+    elif not is_local(resolved, mine):
+        findings.append(fail(
+            f"MASTER_ADDR {e.addr} ({', '.join(resolved)}) is not an address of rank 0's host {hostname}",
+            subject=e.addr,
+            explanation="rank 0 serves the rendezvous; the other ranks look for it at MASTER_ADDR and "
+            "will not find it unless this host is reachable there (NAT, a VIP)",
+            fix=f"export MASTER_ADDR={suggestion}"))
+    return findings
+
+
+def missing_finding(missing: list[int], waited: float, master_local: bool, ident: Identity, e: Endpoint,
+                    fps: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> Finding:
+    world = ident.world_size
+    placement = expected_rank_hosts(env)
+    arrived_hosts = {f["host"] for f in fps} | {(f.get("slurm") or {}).get("node") for f in fps}
+    never = [h for h in step_hosts(env) if h not in arrived_hosts]
+    where = ""
+    if placement:
+        where = " (expected on " + ", ".join(sorted({placement.get(r, "?") for r in missing})) + ")"
+    summary = (f"rank{'s' if len(missing) > 1 else ''} {compare.rank_ranges(missing)} of {world} never "
+               f"arrived{where} within {waited:.1f} s of rank 0's start")
+    if never:
+        summary += f"; no rank arrived from host{'s' if len(never) > 1 else ''} {', '.join(never)}"
+    causes = [f"the world size is {world} (from {ident.description}) but fewer processes were "
+              "started, or they started elsewhere",
+              "those ranks crashed before reaching the rendezvous (look at their stderr)",
+              f"they cannot reach {e.addr}:{e.port} (firewall, wrong MASTER_ADDR, "
+              "a different MASTER_PORT on their side)"]
+    if not master_local:
+        causes.insert(0, f"MASTER_ADDR={e.addr} is not rank 0's host, so the other ranks look for "
+                         "the rendezvous somewhere else")
+    fix = (f"# on a host of a missing rank, while the test runs:\n"
+           f"timeout 5 bash -c '</dev/tcp/{e.addr}/{e.port}' && echo reachable")
+    return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),
+                fix=fix, evidence={"missing_ranks": missing, "hosts_without_ranks": never,
+                                   "arrived_hosts": sorted(h for h in arrived_hosts if h)})
+
+
+def tampered_finding(seen: Sequence[str]) -> Finding:
+    """Values rank 0 had to ignore after the roll (a rank's results overwritten, garbage)."""
+    n = len(seen)
+    were = "were" if n > 1 else "was"
+    return fail(f"{n} value{'s' if n > 1 else ''} on the rendezvous {were} not this job's and {were} ignored: "
+                + "; ".join(seen[:4]), subject="rendezvous",
+                explanation="something other than this job's ranks wrote to the store (another job on the "
+                "same port, or a stranger); the rank is reported as silent",
+                fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                evidence={"rejected": list(seen[:16])})
+
+
+def rendezvous_trouble(roll: store_mod.Roll, world: int, source: str) -> list[Finding]:
+    """What the roll shows besides missing ranks: two processes on one rank, ranks of another
+    world size, lines that are not this job's."""
+    out = []
+
+    def who(fp: dict[str, Any]) -> str:
+        return f"{fp.get('host')} pid {fp.get('pid')}"
+
+    for rank, claimants in sorted(roll.duplicates.items()):
+        out.append(fail(f"rank {rank} is claimed by {len(claimants)} processes: "
+                        + ", ".join(who(f) for f in claimants), subject=str(rank),
+                        explanation="two processes started with the same rank (a launcher run twice, or RANK set "
+                        "by hand): the collectives would mix their data or hang",
+                        fix="pgrep -af 'distdoctor nccl-test'   # on those hosts: stop the extra process",
+                        evidence={"rank": rank, "claimants": [{"host": f.get("host"), "pid": f.get("pid")}
+                                                              for f in claimants]}))
+    if roll.other_world:
+        sizes = sorted({f["world_size"] for f in roll.other_world})
+        out.append(fail(f"{len(roll.other_world)} process{'es' if len(roll.other_world) > 1 else ''} of this job "
+                        f"think{'' if len(roll.other_world) > 1 else 's'} the world size is "
+                        f"{', '.join(map(str, sizes))}, not {world}: "
+                        + ", ".join(f"rank {f['rank']} ({who(f)}, world {f['world_size']})"
+                                    for f in roll.other_world[:8]),
+                        subject="world_size",
+                        explanation=f"rank 0 has world size {world} from {source}; every rank must be started "
+                        "with the same one, or the rendezvous waits for ranks that never come",
+                        fix="echo $WORLD_SIZE $SLURM_NTASKS $OMPI_COMM_WORLD_SIZE   # on those ranks: the launch "
+                            "must give every rank the same world size",
+                        evidence={"ranks": [{"rank": f["rank"], "world_size": f["world_size"], "host": f.get("host"),
+                                             "pid": f.get("pid")} for f in roll.other_world]}))
+    if roll.foreign:
+        hints = "; ".join(", ".join(f"{k} {v}" for k, v in h.items()) for h in roll.foreign_hints[:4])
+        out.append(fail(f"{len(roll.foreign)} value{'s' if len(roll.foreign) > 1 else ''} on the rendezvous did "
+                        f"not come from this job: {roll.foreign[0]}" + (f" (unverified: {hints})" if hints else ""),
+                        subject="rendezvous",
+                        explanation="another job uses the same MASTER_ADDR:MASTER_PORT, or something else wrote to "
+                        "the store; its data was ignored",
+                        fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                        evidence={"rejected": roll.foreign[:16], "claims": roll.foreign_hints[:16]}))
+    return out

@@ -1,0 +1,67 @@
+"""Which backend the collectives use, and what would make it hang before it is tried: pure
+functions of the ranks' fingerprints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from distdoctor.api import fail, warn
+from distdoctor.model import Finding
+from distdoctor.nccltest import compare
+
+
+def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, list[Finding]]:
+    """nccl when every rank has CUDA and NCCL, else gloo (with a note when only some have)."""
+    notes: list[Finding] = []
+    cuda = [f.get("cuda_available") and f.get("nccl") for f in fps]
+    if forced:
+        return forced, notes
+    if all(cuda):
+        return "nccl", notes
+    if any(cuda):
+        notes.append(warn(f"only ranks {compare.rank_ranges(f['rank'] for f in fps if f.get('cuda_available'))}"
+                          " have CUDA and NCCL: testing with gloo",
+                          explanation="a NCCL job would fail on the ranks without a GPU",
+                          fix="nvidia-smi; echo $CUDA_VISIBLE_DEVICES   # on the ranks without CUDA"))
+    return "gloo", notes
+
+
+def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
+    without = [f for f in fps if not (f.get("cuda_available") and f.get("nccl"))]
+    if not without:
+        return None
+    builds = sorted({f"torch {f.get('torch')}" + (f" ({f['cuda_error']})" if f.get("cuda_error") else "")
+                     for f in without})
+    return fail(f"--backend nccl, but rank{'s' if len(without) > 1 else ''} "
+                f"{compare.rank_ranges(f['rank'] for f in without)} have no usable CUDA GPU with NCCL: "
+                + "; ".join(builds),
+                explanation="NCCL needs a CUDA build of torch and a visible GPU on every rank",
+                fix="nvidia-smi; python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'"
+                    "   # on those ranks; or run with --backend gloo")
+
+
+def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
+    """gloo binds to the address the hostname resolves to unless GLOO_SOCKET_IFNAME is set; on a
+    host whose name resolves to 127.0.0.1 the peers are told to connect to themselves."""
+    bad = [f for f in fps if not (f.get("env") or {}).get("GLOO_SOCKET_IFNAME")
+           and f.get("hostname_addrs") and all(a.startswith("127.") or a == "::1" for a in f["hostname_addrs"])]
+    if not bad or len({f["host"] for f in fps}) == 1 and len({f.get("address") for f in fps}) == 1:
+        return None
+    per_host = {f"{f['host']} ({f.get('address')})": f["interface"] for f in fps if f.get("interface")}
+    names = sorted(set(per_host.values()))
+    # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
+    # per node, not the union NCCL_SOCKET_IFNAME would take.
+    if len(names) == 1:
+        fix = (f"export GLOO_SOCKET_IFNAME={names[0]}   # or map the hostname to the node's real address "
+               "in /etc/hosts")
+    elif names:  # each node exports its own interface's name
+        fix = "# export GLOO_SOCKET_IFNAME per node, before launching:\n" + "\n".join(
+            f"# on {h}: export GLOO_SOCKET_IFNAME={i}" for h, i in sorted(per_host.items()))
+    else:
+        fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
+    return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "
+                f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
+                explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
+                "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
+                fix=fix)

@@ -1,0 +1,306 @@
+"""Rank 0's phases, in order: launch (is MASTER_ADDR this host?), serve (the store, on one
+address), rendezvous (the roll), compare, mesh (host leaders probe each other), collectives,
+results, report. Each phase is a function of the rank's shared state that returns what the
+next one needs, or ends the run through rank.finish with what is known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from distdoctor.api import fail, ok, skip
+from distdoctor.model import Finding
+from distdoctor.nccltest import arrival, compare, hostmesh, interface, mesh, results
+from distdoctor.nccltest import backend as backend_mod
+from distdoctor.nccltest import collectives as collectives_mod
+from distdoctor.nccltest import store as store_mod
+
+if TYPE_CHECKING:
+    from distdoctor.nccltest.session import Rank
+
+# When MASTER_ADDR is not rank 0's host nobody can find the store: rank 0 reports after this
+# long instead of at the bound (a NAT or VIP that does reach it gets that long to show).
+FAIL_FAST_S = 5.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    local: bool  # MASTER_ADDR is one of this host's addresses
+    own: str  # where this rank reaches the store it serves
+
+
+@dataclass(frozen=True)
+class MeshPlan:
+    hmap: hostmesh.HostMap
+    plan: dict[str, Any]  # what every rank reads (the "plan" key)
+    mine: dict[str, Any]  # rank 0's own targets
+    unit: str  # "host", or "rank" for --mesh on one host
+
+
+def run(rank: Rank, fp: dict[str, Any], listener, if_addrs) -> int:
+    where = launch(rank, fp, if_addrs)
+    if not serve(rank, where, if_addrs):
+        return rank.finish()
+    if not rendezvous(rank, fp, where):
+        return rank.finish()
+    backend, notes = backend_mod.choose(rank.fps, rank.args.backend)
+    rank.recorder.extra["backend"] = backend
+    blocker = backend_mod.gloo_address_problem(rank.fps) if backend == "gloo" else backend_mod.nccl_missing(rank.fps)
+    planned = plan_mesh(rank, backend, listener)
+    rank.channel.put("plan", planned.plan)
+    go = blocker is None
+    if planned.plan["mesh"]:
+        listener.set_token(planned.plan["token"])
+        go = mesh_phase(rank, planned) and go
+    rank.channel.put("verdict", {"go": go})
+    if not go:
+        if blocker is not None:
+            rank.recorder.add("nccl-test.init", notes + [blocker])
+        return rank.finish("not run: the checks above found a fault that would make it hang")
+    ops, rows = collectives_mod.run_all(rank, backend)
+    rank.channel.put("res/0", {"ops": [r.to_dict() for r in ops], "bench": rows})
+    gather(rank, ops, rows, notes)
+    return rank.finish()
+
+
+def launch(rank: Rank, fp: dict[str, Any], if_addrs) -> Launch:
+    """Is MASTER_ADDR this host? Says so at once when it is not, with the address that works."""
+    e = rank.endpoint
+    resolved = rank.host.resolve(e.addr, timeout=2)
+    mine = interface.local_addresses(if_addrs)
+    hostname = rank.host.hostname()
+    suggestion = arrival.reachable_name(hostname, fp.get("hostname_addrs") or [], mine, fp.get("address") or "")
+    findings = arrival.launch_findings(e, rank.ident, hostname, resolved.addresses, resolved.error, mine, suggestion)
+    local = not resolved.error and arrival.is_local(resolved.addresses, mine)
+    rank.recorder.add("nccl-test.launch", findings)
+    rank.recorder.extra["rendezvous"] = {"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
+                                         "port_why": e.port_why, "world_size": rank.world,
+                                         "launcher": rank.ident.launcher, "sealed_with": rank.token_why}
+    if not local:
+        rank.say(f"MASTER_ADDR={e.addr} " + (f"does not resolve here ({resolved.error})" if resolved.error else
+                                              "is not an address of this host")
+                 + f": the other ranks will not find the rendezvous. Use: export MASTER_ADDR={suggestion}")
+    return Launch(local, e.addr if local else "127.0.0.1")
+
+
+def serve(rank: Rank, where: Launch, if_addrs) -> bool:
+    """Rank 0 serves the store, listening on MASTER_ADDR's address only (or joins torchrun's)."""
+    rank.set_phase("rendezvous")
+    port = rank.endpoint.port
+    serving = not rank.agent_store()
+    # The store's listener shares ports (SO_REUSEPORT): binding where another store already
+    # listens would succeed and split the ranks between the two. Look first.
+    if serving and rank.host.connect(where.own, port, timeout=1).ok:
+        port_taken(rank, "something already listens there")
+        return False
+    bind = store_bind(rank, where, if_addrs) if serving else ""
+    rank.recorder.extra["rendezvous"]["store_listens_on"] = (bind or "every interface") if serving else \
+        "torchrun's agent store"
+    try:
+        if bind:
+            rank.listen_sock = store_mod.listen(bind, port)
+        rank.channel = rank.connect(where.own, serving, rank.left(),
+                                    rank.listen_sock.fileno() if rank.listen_sock is not None else None)
+        rank.monitor = rank.connect(where.own, False, 2)
+        # First, so that a rank of another job on this port learns it at once.
+        rank.channel.put("hello", {"world_size": rank.world})
+    except Exception as exc:  # OSError from bind, DistStoreError from TCPStore
+        text = collectives_mod.first_line(exc)
+        in_use = "EADDRINUSE" in text or "in use" in text
+        port_taken(rank, "the port is in use" if in_use else text, in_use)
+        return False
+    return True
+
+
+def store_bind(rank: Rank, where: Launch, if_addrs) -> str:
+    """The one address the store listens on: MASTER_ADDR's when it names one of this host's
+    addresses; '' (every interface) only when MASTER_ADDR is a name that resolves to the
+    loopback here while other hosts take part (their resolver may say otherwise)."""
+    if not where.local:
+        return "127.0.0.1"  # nobody else can find it anyway; the report says why
+    try:
+        ipaddress.ip_address(where.own)
+        return where.own
+    except ValueError:
+        pass
+    mine = interface.local_addresses(if_addrs)
+    resolved = [a for a in rank.host.resolve(where.own, timeout=2).addresses if a in mine or a.startswith("127.")]
+    real = [a for a in resolved if not a.startswith("127.") and a != "::1"]
+    one_host = rank.ident.local_world_size is not None and rank.ident.local_world_size == rank.world
+    if len(real) == 1:
+        return real[0]
+    if resolved and not real and (one_host or rank.world == 1):
+        return resolved[0]
+    return ""
+
+
+def port_taken(rank: Rank, why: str, in_use: bool = True) -> None:
+    rank.recorder.add("nccl-test.rendezvous", [fail(
+        f"rank 0 cannot serve the rendezvous on port {rank.endpoint.port}: {why}",
+        subject=str(rank.endpoint.port),
+        explanation="another job's rendezvous, or an earlier test still running, holds the port" if in_use else "",
+        fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: one free port for all ranks")],
+        time.monotonic() - rank.started)
+
+
+def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
+    """Every rank adds its sealed fingerprint to the roll and counts itself in; rank 0 waits
+    for the count, then reads the roll once (one key, whatever the world size)."""
+    store = rank.channel.store
+    store.append(store_mod.ROLL, store_mod.roll_line(rank.token, fp))
+    deadline = rank.phase_deadline()
+    if not where.local:
+        deadline = min(deadline, time.monotonic() + FAIL_FAST_S)
+    while store.add(store_mod.ARRIVED, 0) < rank.world - 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
+    rank.fps = [roll.fps[r] for r in sorted(roll.fps)]
+    rank.recorder.extra["fingerprints"] = rank.fps
+    waited = time.monotonic() - rank.started
+    hosts = sorted({f["host"] for f in rank.fps})
+    missing = [r for r in range(rank.world) if r not in roll.fps]
+    trouble = arrival.rendezvous_trouble(roll, rank.world, rank.ident.description)
+    # A stranger's line is named but stops nothing; two claimants of a rank or a rank of
+    # another world would make the collectives hang or mix data.
+    strangers = [f for f in trouble if f.subject == "rendezvous"]
+    trouble = [f for f in trouble if f.subject != "rendezvous"]
+    if missing:
+        trouble.insert(0, arrival.missing_finding(missing, waited, where.local, rank.ident, rank.endpoint,
+                                                  rank.fps, rank.host.env))
+        rank.recorder.extra["missing_ranks"] = missing
+    rank_table(rank)
+    if trouble:
+        rank.recorder.add("nccl-test.rendezvous", trouble + strangers, waited)
+        rank.channel.put("plan", {"go": False})
+        return False
+    rank.recorder.add("nccl-test.rendezvous", [ok(
+        f"all {rank.world} ranks arrived in {waited:.2f} s from {len(hosts)} host{'s' if len(hosts) > 1 else ''}: "
+        + ", ".join(hosts[:8]) + (" ..." if len(hosts) > 8 else ""))] + strangers, waited)
+    rank.set_phase("compare")
+    rank.recorder.add("nccl-test.cross-rank", compare.compare(rank.fps))
+    return True
+
+
+def rank_table(rank: Rank) -> None:
+    hosts = {f["host"] for f in rank.fps}
+    rank.recorder.add("nccl-test.ranks", [ok(
+        f"{len(rank.fps)} rank{'s' if len(rank.fps) != 1 else ''} on {len(hosts)} host"
+        f"{'s' if len(hosts) != 1 else ''}", evidence={"table": compare.fingerprint_table(rank.fps)})])
+
+
+def plan_mesh(rank: Rank, backend: str, listener) -> MeshPlan:
+    """Who probes whom: one leader per host (its lowest rank); every leader gets its own key
+    (mplan/<rank>) with its targets, so that it reads one key of its own size."""
+    hmap = hostmesh.group(rank.fps)
+    spans = len(hmap.hosts) > 1
+    do_mesh = spans if rank.args.mesh is None else bool(rank.args.mesh)
+    unit = "host"
+    if do_mesh and not spans:
+        hmap, unit = hostmesh.per_rank(rank.fps), "rank"  # --mesh on one host: rank to rank
+    probe_timeout = min(3.0, max(0.5, rank.left() / 4))
+    plan: dict[str, Any] = {"go": True, "backend": backend, "mesh": bool(do_mesh and listener),
+                            "token": secrets.token_hex(16), "probe_timeout": probe_timeout,
+                            "leaders": [hmap.leader(i) for i in range(len(hmap.hosts))]}
+    if not plan["mesh"]:
+        rank.recorder.add("nccl-test.mesh", [skip(
+            "all ranks run on one host: the mesh check is off (--mesh turns it on)" if not spans
+            else "turned off with --no-mesh" if listener else "no mesh listener could be opened")])
+        return MeshPlan(hmap, plan, {}, unit)
+    n = len(hmap.hosts)
+    pairs = hostmesh.mesh_pairs(n, rank.args.mesh if isinstance(rank.args.mesh, str) else "auto")
+    order = hostmesh.targets(pairs, n)
+    ports = {f["rank"]: f.get("mesh_port") or 0 for f in rank.fps}
+    most = max((len(v) for v in order.values()), default=0)
+    # Handshakes with every target at once, then one timed transfer after another.
+    budget = min(max(1.0, rank.left() * 0.4), mesh.probe_seconds(most, probe_timeout) + most * probe_timeout)
+    plan.update(nbytes=hostmesh.BENCH_TRANSFER_BYTES if rank.args.bench else hostmesh.TRANSFER_BYTES,
+                budget=budget, pairs=len(pairs))
+    mine: dict[str, Any] = {"targets": []}
+    for s in range(n):
+        item = {"targets": [[hmap.leader(d), hmap.addresses[d], ports.get(hmap.leader(d), 0)]
+                            for d in order.get(s, [])]}
+        if hmap.leader(s) == 0:
+            mine = item
+        else:
+            rank.channel.put(f"mplan/{hmap.leader(s)}", item)
+    return MeshPlan(hmap, plan, mine, unit)
+
+
+def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
+    """Rank 0 probes as its host's leader, reads one row per other host, and judges."""
+    rank.set_phase("mesh")
+    started = time.monotonic()
+    hmap, plan = planned.hmap, planned.plan
+    leader_index = {hmap.leader(i): i for i in range(len(hmap.hosts))}
+    rows: dict[int, dict[int, dict[str, Any]]] = {0: mesh.probe_row(planned.mine, plan, 0)}
+    others = [hmap.leader(i) for i in range(len(hmap.hosts)) if hmap.leader(i) != 0]
+    missing = rank.channel.missing([f"mesh/{r}" for r in others],
+                                   min(rank.phase_deadline(), time.monotonic() + 3 + plan["budget"]))
+    silent = [leader_index[int(k.split("/")[1])] for k in missing]
+    for r in others:
+        if f"mesh/{r}" in missing:
+            continue
+        row = hostmesh.parse_row(rank.channel.opened(f"mesh/{r}", r))
+        if row is None:
+            silent.append(leader_index[r])
+        else:
+            rows[r] = row
+    probes = {(leader_index[s], leader_index[d]): probe for s, row in rows.items()
+              for d, probe in row.items() if d in leader_index}
+    verdict = hostmesh.judge(len(hmap.hosts), probes, sorted(silent))
+    found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
+    if len(hmap.hosts) <= 32:
+        table = hostmesh.host_table(hmap, probes)
+        found[0] = dataclasses.replace(found[0], evidence={**found[0].evidence, "table": table})
+    rank.recorder.extra["mesh"] = {
+        "hosts": [{"host": hmap.hosts[i], "ranks": hmap.ranks[i], "address": hmap.addresses[i]}
+                  for i in range(len(hmap.hosts))],
+        "rows": {str(s): {str(d): p.get("status") for d, p in row.items()} for s, row in rows.items()},
+        "rates": {str(s): {str(d): p.get("rate_gbs") for d, p in row.items() if p.get("moved")}
+                  for s, row in rows.items()},
+        "blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked],
+        "transfer_bytes": plan["nbytes"], "median_gbs": verdict.median_gbs}
+    rank.recorder.add("nccl-test.mesh", found, time.monotonic() - started)
+    return not (verdict.blocked or verdict.stalled or verdict.silent)
+
+
+def tampered(rank: Rank) -> list[Finding]:
+    seen = rank.channel.take_tampered()
+    return [arrival.tampered_finding(seen)] if seen else []
+
+
+def gather(rank: Rank, mine: list[collectives_mod.OpResult], my_rows: list[dict], notes: list[Finding]) -> None:
+    """Every rank's results (rank 0 reads one key per rank; the others read none), judged."""
+    rank.set_phase("results")
+    deadline = rank.phase_deadline()
+    if not all(r.ok for r in mine):
+        # This rank already saw the failure; a peer that is still alive reports within moments.
+        deadline = min(deadline, time.monotonic() + 2.0)
+    missing = rank.channel.missing([f"res/{r}" for r in range(1, rank.world)], deadline)
+    got: dict[int, dict[str, Any]] = {0: {"ops": [r.to_dict() for r in mine], "bench": my_rows}}
+    for r in range(1, rank.world):
+        if f"res/{r}" not in missing:
+            value = rank.channel.opened(f"res/{r}", r)
+            if isinstance(value, dict) and isinstance(value.get("ops"), list) \
+                    and all(isinstance(op, dict) and {"name", "ok", "seconds", "detail"} <= set(op)
+                            for op in value["ops"]):
+                got[r] = value
+            else:
+                missing.append(f"res/{r}")
+    silent = sorted(int(k.split("/")[1]) for k in missing)
+    states = rank.rank_states(silent) if silent else {}
+    rank.recorder.extra["results"] = {str(k): v for k, v in got.items()}
+    names = results.check_names(rank.args.bench)
+    for check_id, findings, duration in results.judge(names, got, silent, states, list(notes) + tampered(rank),
+                                                       rank.recorder.extra.get("backend", "")):
+        rank.recorder.add(check_id, findings, duration)
+    if rank.args.bench and not rank.recorder.has("nccl-test.bench"):
+        judged = results.bench_finding(my_rows, got)
+        if judged:
+            rank.recorder.extra["bench"] = my_rows
+            rank.recorder.add("nccl-test.bench", [judged[0]], judged[1])

@@ -8,7 +8,9 @@ id, rank, host) next to this file. Re-runnable; everything started is stopped, e
 
     sudo /work/venvs/<name>/bin/python tests/data/logs/lab/record.py [case ...]
 
-Run by a person when the cases change, not by CI: the recorded logs are the test data.
+Run by a person when the cases change, not by CI: the recorded logs are the test data. After a
+re-recording, review each log and refresh <name>.diagnosis.json (tests/logs/test_fixtures.py's
+expected `distdoctor log` verdict) by hand.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ CASES = {
     "gloo-loopback": (gloo_loopback, {"id": "gloo.loopback-address", "rank": 0, "host": "node1"}),
     "firewalled-rank": (firewalled_rank, {"id": "gloo.connect-full-mesh-failed", "rank": 1, "host": "node1"}),
     "missing-rank": (missing_rank, {"id": "torch.store-missing-workers", "rank": 0, "host": "node1"}),
-    "torchrun-port-in-use": (torchrun_port_in_use, {"id": "torch.address-in-use", "rank": None, "host": "node1"}),
+    "torchrun-port-in-use": (torchrun_port_in_use, {"id": "torch.address-in-use", "rank": 0, "host": "node1"}),
     "slurm-too-many-nodes": (slurm_too_many_nodes, {"id": "slurm.step-more-nodes-than-allocated", "rank": None, "host": None}),
     "slurm-invalid-partition": (slurm_invalid_partition, {"id": "slurm.invalid-partition", "rank": None, "host": None}),
     "mpi-as-root": (mpi_as_root, {"id": "mpi.run-as-root", "rank": None, "host": None}),

@@ -121,6 +121,8 @@ def _entry(**over: str) -> str:
     ({"fix": '["export NCCL_SOCKET_IFNAME=lo"]'}, "offers lo"),
     ({"fix": '["export NCCL_SOCKET_IFNAME==eth0,lo"]'}, "offers lo"),
     ({"fix": '["echo \\"unterminated"]'}, "not shell"),
+    ({"fix": '["docker run --network=host IMAGE COMMAND"]'}, "placeholder"),
+    ({"fix": '["grep WARN slurm-JOBID.out"]'}, "placeholder"),
     ({"examples": '["nothing like it"]'}, "keywords"),
     ({"examples": '["boom"]', "patterns": "['boom!']"}, "no pattern matches"),
     ({"category": '"gloo"'}, "category"),
@@ -140,3 +142,14 @@ def test_valid_minimal_entry_parses():
     (s,) = sigs.parse(_entry(fix='["# a comment", "ssh {host} nvidia-smi", "export NCCL_SOCKET_IFNAME=^lo,docker"]'))
     assert s.fix_for(host="n1")[:2] == ("# a comment", "ssh n1 nvidia-smi")
     assert s.fix_for()[1] == "ssh {host} nvidia-smi"
+
+
+def test_signature_reference_is_fresh():
+    import os
+
+    from tests.conftest import REPO
+
+    with open(os.path.join(REPO, "docs", "log-signatures.md")) as fh:
+        committed = fh.read()
+    assert committed == sigs.markdown(), \
+        "docs/log-signatures.md is stale: run `python -m distdoctor.docgen signatures > docs/log-signatures.md`"

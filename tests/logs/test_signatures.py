@@ -153,3 +153,31 @@ def test_signature_reference_is_fresh():
         committed = fh.read()
     assert committed == sigs.markdown(), \
         "docs/log-signatures.md is stale: run `python -m distdoctor.docgen signatures > docs/log-signatures.md`"
+
+
+@pytest.mark.parametrize("words", [
+    ["abc", "abd", "ab", "x"], ["NET/IB", "NET/Plugin", "NET/IB : No"], ["a.b", "[127.", "(x)", "a|b"],
+])
+def test_keyword_pattern_matches_exactly_the_words(words):
+    rx = re.compile(sigs.keyword_pattern(words))
+    for w in words:
+        assert rx.fullmatch(w), w
+        assert rx.search("prefix " + w + " suffix")
+    flat = re.compile("|".join(re.escape(w) for w in words))
+    for probe in ["", "a", "abx", "ac", "NET/I", "NET/IBx", "a.c", "127.", "(x", "ab|", "xx", "a|b"]:
+        assert bool(rx.search(probe)) == bool(flat.search(probe)), probe
+
+
+def test_prefilter_agrees_with_keyword_membership_on_real_lines():
+    import glob
+
+    from tests.conftest import data_path
+
+    m = sigs.matcher()
+    lines = []
+    for path in glob.glob(data_path("nccl_debug", "*.txt")) + glob.glob(data_path("logs", "lab", "*.log")):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines += fh.readlines()
+    assert lines
+    for line in lines:
+        assert bool(m.prefilter.search(line)) == any(k in line for k in m.keywords), line

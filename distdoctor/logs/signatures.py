@@ -48,6 +48,7 @@ FIX_COMMANDS = frozenset({
     "mpirun", "ompi_info", "horovodrun", "torchrun", "python3", "pip", "distdoctor", "getent",
     "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
 })
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from.
 PLACEHOLDERS = {"host": "gpu042", "rank": "17"}
 
@@ -76,8 +77,11 @@ class Signature:
 
     def fix_for(self, host: str = "", rank: str | int = "") -> tuple[str, ...]:
         """The fix lines with {host} and {rank} filled in; a placeholder that cannot be filled
-        is left visible rather than silently emptied."""
-        values = {"host": host or "{host}", "rank": str(rank) if rank != "" else "{rank}"}
+        is left visible rather than silently emptied. The values come from a log, which anyone
+        can write: only a plain host name or rank number goes into a command."""
+        host, rank = str(host), str(rank)
+        values = {"host": host if _SAFE_HOST.match(host) else "{host}",
+                  "rank": rank if rank.isdigit() else "{rank}"}
         return tuple(line.format_map(values) for line in self.fix)
 
 

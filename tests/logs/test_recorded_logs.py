@@ -86,7 +86,7 @@ def test_log_command_names_the_provoked_cause(path):
     runs, _ok = analyse([path])
     first = next(r for r in runs if r.id == "log.diagnosis").findings[0]
     assert first.subject == want["id"]
-    if first.evidence.get("rank") is not None:
+    if want["rank"] is not None and first.evidence.get("rank") is not None:
         assert first.evidence["rank"] == want["rank"]
 
 

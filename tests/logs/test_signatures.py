@@ -181,3 +181,11 @@ def test_prefilter_agrees_with_keyword_membership_on_real_lines():
     assert lines
     for line in lines:
         assert bool(m.prefilter.search(line)) == any(k in line for k in m.keywords), line
+
+
+@pytest.mark.parametrize("host", ["gpu01; rm -rf ~", "$(reboot)", "-oProxyCommand=x", "a b", "`id`", ""])
+def test_fix_never_pastes_a_hostile_host_from_a_log(host):
+    (s,) = sigs.parse(_entry(fix='["ssh {host} nvidia-smi", "srun -w {host} -n1 true # rank {rank}"]'))
+    lines = s.fix_for(host=host, rank="1; reboot")
+    assert lines == ("ssh {host} nvidia-smi", "srun -w {host} -n1 true # rank {rank}")
+    assert s.fix_for(host="gpu-01.cluster", rank=3)[0] == "ssh gpu-01.cluster nvidia-smi"

@@ -169,11 +169,13 @@ def rank_killed(lab: Lab) -> str:
     return "".join(lines)
 
 
-# name -> (function, the cause it provokes: signature id, the rank at fault or reporting it first,
-# the host at fault)
+# name -> (function, the cause it provokes: signature id, the rank at fault, the host at fault).
+# None where the log cannot know: which gloo rank dials the other (and so reports the loopback
+# address or the dropped connection) changes from run to run, and in gloo-loopback every node
+# is misconfigured alike.
 CASES = {
-    "gloo-loopback": (gloo_loopback, {"id": "gloo.loopback-address", "rank": 0, "host": "node1"}),
-    "firewalled-rank": (firewalled_rank, {"id": "gloo.connect-full-mesh-failed", "rank": 1, "host": "node1"}),
+    "gloo-loopback": (gloo_loopback, {"id": "gloo.loopback-address", "rank": None, "host": None}),
+    "firewalled-rank": (firewalled_rank, {"id": "gloo.connect-full-mesh-failed", "rank": None, "host": "node1"}),
     "missing-rank": (missing_rank, {"id": "torch.store-missing-workers", "rank": 0, "host": "node1"}),
     "torchrun-port-in-use": (torchrun_port_in_use, {"id": "torch.address-in-use", "rank": 0, "host": "node1"}),
     "slurm-too-many-nodes": (slurm_too_many_nodes, {"id": "slurm.step-more-nodes-than-allocated", "rank": None, "host": None}),

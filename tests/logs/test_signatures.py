@@ -189,3 +189,20 @@ def test_fix_never_pastes_a_hostile_host_from_a_log(host):
     lines = s.fix_for(host=host, rank="1; reboot")
     assert lines == ("ssh {host} nvidia-smi", "srun -w {host} -n1 true # rank {rank}")
     assert s.fix_for(host="gpu-01.cluster", rank=3)[0] == "ssh gpu-01.cluster nvidia-smi"
+
+
+def test_patterns_do_not_depend_on_the_nccl_token():
+    """NCCL 2.0-2.2 printed `host:pid:tid [0] file:line WARN ...` without the NCCL token, and
+    newer releases print `NCCL WARN`/`NCCL INFO`: a pattern must hold for both."""
+    for s in CATALOGUE:
+        for p in s.patterns:
+            assert "NCCL WARN" not in p.pattern and "NCCL INFO" not in p.pattern, (s.id, p.pattern)
+    converted = 0
+    for s in CATALOGUE:
+        for line in s.examples:
+            for token in (" NCCL WARN ", " NCCL INFO "):
+                if token in line:
+                    old = line.replace(token, " " + token.split()[1] + " ")
+                    assert sigs.match_line(old) is s, (s.id, old)
+                    converted += 1
+    assert converted >= 30

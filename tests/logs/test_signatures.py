@@ -122,6 +122,8 @@ def _entry(**over: str) -> str:
     ({"fix": '["export NCCL_SOCKET_IFNAME=lo"]'}, "offers lo"),
     ({"fix": '["export NCCL_SOCKET_IFNAME==eth0,lo"]'}, "offers lo"),
     ({"fix": '["echo \\"unterminated"]'}, "not shell"),
+    ({"fix": '["docker run --network=host IMAGE COMMAND"]'}, "placeholder"),
+    ({"fix": '["grep WARN slurm-JOBID.out"]'}, "placeholder"),
     ({"examples": '["nothing like it"]'}, "keywords"),
     ({"examples": '["boom"]', "patterns": "['boom!']"}, "no pattern matches"),
     ({"category": '"gloo"'}, "category"),
@@ -141,3 +143,67 @@ def test_valid_minimal_entry_parses():
     (s,) = sigs.parse(_entry(fix='["# a comment", "ssh {host} nvidia-smi", "export NCCL_SOCKET_IFNAME=^lo,docker"]'))
     assert s.fix_for(host="n1")[:2] == ("# a comment", "ssh n1 nvidia-smi")
     assert s.fix_for()[1] == "ssh {host} nvidia-smi"
+
+
+def test_signature_reference_is_fresh():
+    import os
+
+    from tests.conftest import REPO
+
+    with open(os.path.join(REPO, "docs", "log-signatures.md")) as fh:
+        committed = fh.read()
+    assert committed == sigs.markdown(), \
+        "docs/log-signatures.md is stale: run `python -m distdoctor.docgen signatures > docs/log-signatures.md`"
+
+
+@pytest.mark.parametrize("words", [
+    ["abc", "abd", "ab", "x"], ["NET/IB", "NET/Plugin", "NET/IB : No"], ["a.b", "[127.", "(x)", "a|b"],
+])
+def test_keyword_pattern_matches_exactly_the_words(words):
+    rx = re.compile(sigs.keyword_pattern(words))
+    for w in words:
+        assert rx.fullmatch(w), w
+        assert rx.search("prefix " + w + " suffix")
+    flat = re.compile("|".join(re.escape(w) for w in words))
+    for probe in ["", "a", "abx", "ac", "NET/I", "NET/IBx", "a.c", "127.", "(x", "ab|", "xx", "a|b"]:
+        assert bool(rx.search(probe)) == bool(flat.search(probe)), probe
+
+
+def test_prefilter_agrees_with_keyword_membership_on_real_lines():
+    import glob
+
+    from tests.conftest import data_path
+
+    m = sigs.matcher()
+    lines = []
+    for path in glob.glob(data_path("nccl_debug", "*.txt")) + glob.glob(data_path("logs", "lab", "*.log")):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines += fh.readlines()
+    assert lines
+    for line in lines:
+        assert bool(m.prefilter.search(line)) == any(k in line for k in m.keywords), line
+
+
+@pytest.mark.parametrize("host", ["gpu01; rm -rf ~", "$(reboot)", "-oProxyCommand=x", "a b", "`id`", ""])
+def test_fix_never_pastes_a_hostile_host_from_a_log(host):
+    (s,) = sigs.parse(_entry(fix='["ssh {host} nvidia-smi", "srun -w {host} -n1 true # rank {rank}"]'))
+    lines = s.fix_for(host=host, rank="1; reboot")
+    assert lines == ("ssh {host} nvidia-smi", "srun -w {host} -n1 true # rank {rank}")
+    assert s.fix_for(host="gpu-01.cluster", rank=3)[0] == "ssh gpu-01.cluster nvidia-smi"
+
+
+def test_patterns_do_not_depend_on_the_nccl_token():
+    """NCCL 2.0-2.2 printed `host:pid:tid [0] file:line WARN ...` without the NCCL token, and
+    newer releases print `NCCL WARN`/`NCCL INFO`: a pattern must hold for both."""
+    for s in CATALOGUE:
+        for p in s.patterns:
+            assert "NCCL WARN" not in p.pattern and "NCCL INFO" not in p.pattern, (s.id, p.pattern)
+    converted = 0
+    for s in CATALOGUE:
+        for line in s.examples:
+            for token in (" NCCL WARN ", " NCCL INFO "):
+                if token in line:
+                    old = line.replace(token, " " + token.split()[1] + " ")
+                    assert sigs.match_line(old) is s, (s.id, old)
+                    converted += 1
+    assert converted >= 30

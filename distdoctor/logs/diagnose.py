@@ -97,12 +97,9 @@ def _evidence(g: Group, first: Event) -> dict:
 
 
 def _explains(root: Group, other: Group) -> bool:
-    """A consequence follows from the root when the catalogue says so, or when it names no
-    cause and came after it; one the catalogue ties to other causes stays separate."""
-    of = tuple(other.signature.consequence_of)
-    if root.signature.id in of:
-        return True
-    return not of and other.first.order >= root.first.order
+    """A consequence (a watchdog timeout, a reset by a peer) follows from the root when it came
+    after it, or when the catalogue ties it to this root wherever it appears in the log."""
+    return other.first.order >= root.first.order or root.signature.id in tuple(other.signature.consequence_of)
 
 
 def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:

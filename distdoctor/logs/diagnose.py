@@ -124,14 +124,14 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
         for c in consequences:
             if c not in folded:
                 e = c.first
-                findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)} {c.signature.title}", subject=c.signature.id,
+                findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
                                         explanation=c.signature.meaning, fix=fix_lines(c.signature, e),
                                         evidence=_evidence(c, e)))
     elif consequences:
         c = consequences[0]
         e = c.first
         quiet = _quiet(scan, hang_gap)
-        summary = (f"{_ranks_phrase(c)} {c.signature.title}, and the log does not show what failed first"
+        summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
                    f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
         explanation = c.signature.meaning
         if quiet:
@@ -140,7 +140,7 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
                                 fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
         for other in consequences[1:]:
             e = other.first
-            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)} {other.signature.title}",
+            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)}: {other.signature.title}",
                                     subject=other.signature.id, explanation=other.signature.meaning,
                                     fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
     else:

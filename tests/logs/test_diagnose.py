@@ -68,7 +68,7 @@ def test_consequences_without_a_cause(tmp_path):
     text = "".join(f"{r}: [Rank {r}] Watchdog caught collective operation timeout: OpType=ALLREDUCE\n" for r in range(4))
     diag = _runs(tmp_path, text)["log.diagnosis"]
     assert diag.status == Status.FAIL
-    assert "4 ranks (0-3) NCCL watchdog timeout, and the log does not show what failed first" in diag.findings[0].summary
+    assert "4 ranks (0-3): NCCL watchdog timeout, and the log does not show what failed first" in diag.findings[0].summary
 
 
 def test_hang_without_error_names_the_quiet_ranks(tmp_path):

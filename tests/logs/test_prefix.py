@@ -23,6 +23,11 @@ from distdoctor.logs.prefix import rank_from_path, split
     ("NCCL version 2.3.7+cuda9.0", "NCCL version 2.3.7+cuda9.0", {"host": "", "rank": None}),
     ("    indented text", "indented text", {}),
     ("", "", {}),
+    ("srun: error: node2: task 1: Killed", "srun: error: node2: task 1: Killed", {"host": "node2", "rank": 1}),
+    ("srun: error: gpu[01]: tasks 4-7: Exited with exit code 1", "srun: error: gpu[01]: tasks 4-7: Exited with exit code 1",
+     {"rank": None}),
+    ("slurmstepd: error: *** STEP 3.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 ***",
+     "slurmstepd: error: *** STEP 3.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 ***", {"host": "node1"}),
 ])
 def test_split(line, body, fields):
     got = split(line)

@@ -127,7 +127,8 @@ def rules(hosts: dict[str, str]) -> list[Rule]:
 def judge(scan: Scan) -> list[Finding]:
     facts, hosts = members(scan)
     if not facts:
-        return [Finding(Status.SKIP, "no NCCL INFO lines in the log (run with NCCL_DEBUG=INFO to see NCCL's setup)")]
+        return [Finding(Status.SKIP, "no NCCL setup lines (version, interfaces, transports) in the log: "
+                                     "run with NCCL_DEBUG=INFO to record them")]
 
     def names(ms) -> str:
         ms = list(ms)

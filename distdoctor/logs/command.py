@@ -81,7 +81,8 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
                                   evidence={"files": stats.files, "bytes": stats.bytes, "lines": stats.lines}))
     runs = [_run("log.input", "The input could be read", input_findings, read_s)]
     if stats.files:
-        runs.append(_run("log.diagnosis", "What failed first, on which rank and host", diagnose.diagnose(scan, hang_gap)))
+        runs.append(_run("log.diagnosis", "What failed first, on which rank and host",
+                         diagnose.diagnose(scan, hang_gap, infofacts.address_book(scan))))
         runs.append(_run("log.nccl-setup", "NCCL's setup agrees across ranks", infofacts.judge(scan)))
         runs.extend(pasted.runs(scan.texts))
     return runs, bool(stats.files)

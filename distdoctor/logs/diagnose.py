@@ -20,6 +20,9 @@ from distdoctor.redact import redact_text
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
+# the peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
+# "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>"
+_PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
 _PLACEHOLDER = re.compile(r"\{(?:host|rank)\}")
 
 
@@ -102,7 +105,17 @@ def _explains(root: Group, other: Group) -> bool:
     return other.first.order >= root.first.order or root.signature.id in tuple(other.signature.consequence_of)
 
 
-def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
+def _peer_note(e: Event, book: dict[str, str]) -> str:
+    m = _PEER.search(e.body)
+    if not m or not book:
+        return ""
+    who = book.get(m.group("addr"))
+    return f" (the peer {m.group('addr')} is {who})" if who else ""
+
+
+def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | None = None) -> list[Finding]:
+    """book: {address: who} of the ranks' advertised addresses (infofacts.address_book)."""
+    book = book or {}
     gs = groups(scan)
     roots = [g for g in gs if g.signature.severity == "root"]
     consequences = [g for g in gs if g.signature.severity == "consequence"]
@@ -112,7 +125,7 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
         primary = roots[0]
         first = primary.first
         folded = [c for c in consequences if _explains(primary, c)]
-        findings.append(_root_finding(primary, first, folded))
+        findings.append(_root_finding(primary, first, folded, _peer_note(first, book)))
         for other in roots[1:]:
             e = other.first
             findings.append(Finding(
@@ -169,10 +182,10 @@ def _ranks_phrase(g: Group) -> str:
     return f"{len(hosts)} hosts ({fold(hosts)})" if len(hosts) > 1 else (next(iter(hosts)) if hosts else "the log")
 
 
-def _root_finding(primary: Group, first: Event, folded: list[Group]) -> Finding:
+def _root_finding(primary: Group, first: Event, folded: list[Group], peer: str = "") -> Finding:
     sig = primary.signature
     when = f" at {first.time_text}" if first.time_text else ""
-    summary = f"{who(first)} failed first: {sig.title}{when}"
+    summary = f"{who(first)} failed first: {sig.title}{peer}{when}"
     then = []
     for c in folded:
         others = c.ranks - ({first.rank} if first.rank is not None else set())

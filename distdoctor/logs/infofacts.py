@@ -95,6 +95,22 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     return {m: f for m, f in facts.items() if f}, hosts
 
 
+def address_book(scan: Scan) -> dict[str, str]:
+    """{address: "rank 26 on gpu004"} from the addresses ranks advertised (bootstrap, socket
+    and IB out-of-band lines), so an error naming a peer's address can name the peer."""
+    facts, hosts = members(scan)
+    book: dict[str, str] = {}
+    for member, f in facts.items():
+        host = _host_of(member, hosts)
+        who = (f"rank {member}" if member.isdigit() else f"pid {member.split(':', 1)[-1]}") + \
+            (f" on {host}" if host else "")
+        for key in ("nccl.bootstrap.addresses", "nccl.socket.addresses", "nccl.oob.addresses"):
+            for _ifname, address in f.get(key) or ():
+                if address:
+                    book.setdefault(address, who)
+    return book
+
+
 def _version_fix(hosts: dict[str, str]):
     def fix(diff: Difference) -> str:
         odd = diff.outlier_groups()

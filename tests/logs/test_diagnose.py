@@ -104,3 +104,60 @@ def test_sparse_path_finds_the_same_root(tmp_path, block, use_grep):
     root = {r.id: r for r in runs}["log.diagnosis"].findings[0]
     assert root.summary.startswith("rank 5 on gpu042 failed first: CUDA out of memory at 12:03:41; 7 ranks")
     assert root.evidence["where"] == f"{path}:{16000 + 17}"
+
+
+def test_simulated_512_ranks_one_oom_folds_511_timeouts(tmp_path):
+    """Simulation of scale (logic only): 64 nodes x 8 ranks, one OOM, 511 watchdog timeouts."""
+    lines = [f"{r}: gpu{r // 8:03d}:{5000 + r}:{5000 + r} [{r % 8}] NCCL INFO comm 0x1 rank {r} nranks 512 cudaDev {r % 8} "
+             f"busId 1000 - Init COMPLETE" for r in range(512)]
+    lines.append("17: [2024-05-01 12:03:41,000] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB")
+    lines += [f"{r}: [2024-05-01 12:13:4{r % 10},000] [Rank {r}] Watchdog caught collective operation timeout: "
+              f"WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds" for r in range(512) if r != 17]
+    root = _runs(tmp_path, "\n".join(lines) + "\n")["log.diagnosis"].findings[0]
+    assert root.summary == ("rank 17 on gpu002 failed first: CUDA out of memory at 12:03:41; 511 ranks then hit "
+                            "NCCL watchdog timeout in ALLREDUCE (0-16,18-511)")
+
+
+def test_hang_found_in_a_big_log_read_block_by_block(tmp_path):
+    lines = []
+    for second in range(600):
+        for r in range(8):
+            if r == 6 and second > 200:
+                continue
+            lines.append(f"{r}: [2024-05-01 12:{second // 60:02d}:{second % 60:02d},000] gpu{r}:{70 + r}:1 [0] NCCL INFO "
+                         f"AllReduce: opCount {second:x} count 1024 datatype 7 op 0 root 0 comm 0x5 [nranks=8]")
+    path = tmp_path / "hang.out"
+    path.write_text("\n".join(lines) + "\n")
+    runs, _ok = analyse([str(path)], matcher=STUB, block=32 * 1024)
+    f = {r.id: r for r in runs}["log.diagnosis"].findings[0]
+    assert f.status == Status.WARN
+    # the block's last lines are all the scanner looks at here: the time is right to one block
+    assert f.summary.startswith("rank 6 stopped logging first (rank 6 on gpu6 at 12:03:")
+    assert f.fix == "ssh gpu6 py-spy dump --pid 76"
+
+
+def test_torchrun_log_folder_gives_each_file_its_rank(tmp_path):
+    for rank in range(4):
+        folder = tmp_path / "run" / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        text = "RuntimeError: CUDA error: out of memory\n" if rank == 2 else "[Rank %d] Watchdog caught collective operation timeout\n" % rank
+        (folder / "stderr.log").write_text(text)
+    runs, _ok = analyse([str(tmp_path / "run")], matcher=STUB)
+    root = {r.id: r for r in runs}["log.diagnosis"].findings[0]
+    assert root.summary.startswith("rank 2 failed first: CUDA out of memory")
+    assert root.evidence["where"].endswith("attempt_0/2/stderr.log:1")
+
+
+def test_mpirun_tag_output_transcript(tmp_path):
+    text = ("[1,0]<stdout>:gpu6:1407:1595 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.6<0>\n"
+            "[1,1]<stdout>:gpu7:4105:4372 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>\n"
+            "[1,1]<stderr>:gpu7:4105:4372 [0] misc/socket.cc:484 NCCL WARN socketPollConnect: Connect to "
+            "10.0.0.6<43211> returned 113(No route to host) errno 115(Operation now in progress)\n")
+    root = _runs(tmp_path, text)["log.diagnosis"].findings[0]
+    assert root.summary == ("rank 1 on gpu7 failed first: NCCL could not connect to a peer (the peer 10.0.0.6 is "
+                            "rank 0 on gpu6)")
+
+
+def test_secrets_in_the_evidence_line_are_redacted(tmp_path):
+    root = _runs(tmp_path, "0: HF_TOKEN=hf_abcdef RuntimeError: CUDA out of memory\n")["log.diagnosis"].findings[0]
+    assert "hf_abcdef" not in root.evidence["line"] and "HF_TOKEN=<redacted>" in root.evidence["line"]

@@ -32,7 +32,9 @@ def digest(path: str) -> dict:
     out["setup"] = [f"{f.status.value} {f.subject}: {f.summary}" for f in by_id["log.nccl-setup"].findings
                     if f.status.value in ("fail", "warn")]
     # pasted output is judged by other areas' checks: their ids and verdicts, not their wording
-    out["pasted"] = [f"{r.id} {r.status.value}" for r in runs if "pasted" in r.tags or r.id == "log.pasted-output"]
+    pasted = [f"{r.id} {r.status.value}" for r in runs if "pasted" in r.tags or r.id == "log.pasted-output"]
+    if pasted:
+        out["pasted"] = pasted
     return out
 
 

@@ -140,7 +140,7 @@ def test_torchrun_log_folder_gives_each_file_its_rank(tmp_path):
     for rank in range(4):
         folder = tmp_path / "run" / "attempt_0" / str(rank)
         folder.mkdir(parents=True)
-        text = "RuntimeError: CUDA error: out of memory\n" if rank == 2 else "[Rank %d] Watchdog caught collective operation timeout\n" % rank
+        text = "RuntimeError: CUDA error: out of memory\n" if rank == 2 else f"[Rank {rank}] Watchdog caught collective operation timeout\n"
         (folder / "stderr.log").write_text(text)
     runs, _ok = analyse([str(tmp_path / "run")], matcher=STUB)
     root = {r.id: r for r in runs}["log.diagnosis"].findings[0]

@@ -156,6 +156,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
             findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)}: {other.signature.title}",
                                     subject=other.signature.id, explanation=other.signature.meaning,
                                     fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+    elif scan.unknown:
+        findings.append(_unknown_finding(scan))
     else:
         quiet = _quiet(scan, hang_gap)
         if quiet:
@@ -170,6 +172,28 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {g.count} lines)", subject=g.signature.id,
                                 explanation=g.signature.meaning, evidence=_evidence(g, e)))
     return findings
+
+
+def _unknown_finding(scan: Scan) -> Finding:
+    """No signature matched, but the log shows errors: name the earliest, so a crashed job is
+    never reported as clean. An exception or a signal is a failure; a lone NCCL WARN is not."""
+    first = min(scan.unknown, key=lambda e: e.order)
+    serious = [e for e in scan.unknown if "WARN" not in e.body.split(":", 1)[0] and " WARN " not in e.body[:80]]
+    top = min(serious, key=lambda e: e.order) if serious else first
+    ranks = {e.rank for e in scan.unknown if e.rank is not None}
+    when = f" at {top.time_text}" if top.time_text else ""
+    text = top.body.strip()[:200]
+    summary = f"{who(top)} failed first with an error the catalogue does not know{when}: {redact_text(text)}"
+    if len(ranks) > 1:
+        summary += f" ({len(ranks)} ranks logged errors: {fold(str(r) for r in ranks)})"
+    fix = (f"# read the lines around {where(top)}: the first error of {who(top)} is usually the cause; "
+           f"distdoctor check on {top.host or 'that node'} covers the node's own setup")
+    return Finding(Status.FAIL if serious else Status.WARN, summary, subject="unknown-error",
+                   explanation="No line matched a known failure signature. If this is a distributed-training "
+                               "failure, the catalogue (distdoctor/logs/signatures.toml) could learn it.",
+                   fix=fix, evidence={"rank": top.rank, "host": top.host, "time": top.time_text, "where": where(top),
+                                      "line": redact_text(top.raw[:500]), "ranks": fold(str(r) for r in ranks),
+                                      "count": len(scan.unknown)})
 
 
 def _ranks_phrase(g: Group) -> str:

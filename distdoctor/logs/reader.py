@@ -45,6 +45,7 @@ class Block:
     first_line: int  # line number of data's first line (1-based)
     last: bool      # no more blocks follow from this source
     whole: bool     # the source fit in this one block
+    lines: int = 0  # number of lines in data
 
 
 @dataclass
@@ -204,7 +205,7 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
         if whole:
             n = whole.count(b"\n")
             stats.lines += n
-            yield Block(name, index, whole, line_no, last, last and only_block)
+            yield Block(name, index, whole, line_no, last, last and only_block, n)
             if line_no:
                 line_no += n
         only_block = False

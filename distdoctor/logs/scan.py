@@ -28,6 +28,12 @@ INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "N
                  "IP Interfaces", "cudaDev", "INFO rank ")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
+# Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature
+# matches anywhere, the earliest of these is still worth naming (with its rank and host).
+ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dumped", "FATAL")
+_ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bNCCL WARN\b|^(?:\S+ )?WARN \S|"
+                    r"Segmentation fault|core dumped|\bFATAL\b")
+MAX_UNKNOWN = 1000
 TAIL_LINES = 64
 MAX_EVENTS = 20_000
 MAX_INFO_LINES = 20_000
@@ -72,6 +78,7 @@ class Scan:
     pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
     rank_host: dict[int, str] = field(default_factory=dict)
     texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
+    unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
     long_lines: int = 0
 
 
@@ -125,7 +132,7 @@ class Scanner:
         self.matcher = matcher
         self.max_line = max_line
         self.keep_text = keep_text
-        words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS)
+        words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
         if host is None and use_grep:
             from distdoctor.host import Host
 
@@ -153,7 +160,7 @@ class Scanner:
             done.add(index)
             self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
         # the block's last lines: who was still talking at its end
-        total = data.count(b"\n")
+        total = block.lines or data.count(b"\n")
         end = len(data) - 1
         tail: list[bytes] = []
         for _ in range(min(TAIL_LINES, total)):
@@ -204,6 +211,9 @@ class Scanner:
             scan.info.append((line, p, block.source, block.index))
         sig = self.matcher.match(p.body)
         if sig is None:
+            if len(scan.unknown) < MAX_UNKNOWN and _ERROR.search(p.body):
+                scan.unknown.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
+                                          p.local_rank, p.pid, p.time, p.time_text, None))
             return
         if len(scan.events) >= MAX_EVENTS:
             scan.dropped[sig.id] += 1
@@ -215,7 +225,7 @@ class Scanner:
         """Attribute events to ranks and hosts with what the whole log taught: a pid seen with
         its rank on one line names the rank of every other line of that pid."""
         scan = self.scan
-        for e in scan.events:
+        for e in scan.events + scan.unknown:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))
             if e.rank is None and e.local_rank is not None and len({h for h in scan.rank_host.values()}) <= 1:

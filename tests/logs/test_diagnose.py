@@ -161,3 +161,20 @@ def test_mpirun_tag_output_transcript(tmp_path):
 def test_secrets_in_the_evidence_line_are_redacted(tmp_path):
     root = _runs(tmp_path, "0: HF_TOKEN=hf_abcdef RuntimeError: CUDA out of memory\n")["log.diagnosis"].findings[0]
     assert "hf_abcdef" not in root.evidence["line"] and "HF_TOKEN=<redacted>" in root.evidence["line"]
+
+
+def test_an_error_no_signature_knows_is_still_a_failure(tmp_path):
+    text = ("0: step 1\n1: step 1\n1: [2024-05-01 12:00:05,000] Traceback (most recent call last):\n"
+            "1:   File \"train.py\", line 3, in <module>\n"
+            "1: [2024-05-01 12:00:05,000] ValueError: batch has 3 dims, expected 4\n")
+    diag = _runs(tmp_path, text)["log.diagnosis"]
+    f = diag.findings[0]
+    assert f.status == Status.FAIL
+    assert f.summary == ("rank 1 failed first with an error the catalogue does not know at 12:00:05: "
+                         "ValueError: batch has 3 dims, expected 4")
+    assert f.fix.startswith("# read the lines around ")
+
+
+def test_a_lone_unknown_nccl_warn_is_a_warning(tmp_path):
+    diag = _runs(tmp_path, "h:1:1 [0] misc/foo.cc:1 NCCL WARN something odd happened\n")["log.diagnosis"]
+    assert diag.status == Status.WARN

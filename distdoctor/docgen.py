@@ -2,6 +2,7 @@
 
     python -m distdoctor.docgen > docs/checks.md
     python -m distdoctor.docgen inventory > docs/inventory.md
+    python -m distdoctor.docgen signatures > docs/log-signatures.md
 
 A test fails when the committed file differs from what this prints."""
 
@@ -42,5 +43,9 @@ if __name__ == "__main__":
         from distdoctor import inventory
 
         sys.stdout.write(inventory.markdown())
+    elif sys.argv[1:] == ["signatures"]:
+        from distdoctor.logs import signatures
+
+        sys.stdout.write(signatures.markdown())
     else:
         sys.stdout.write(reference())

@@ -121,6 +121,8 @@ def _entry(**over: str) -> str:
     ({"fix": '["export NCCL_SOCKET_IFNAME=lo"]'}, "offers lo"),
     ({"fix": '["export NCCL_SOCKET_IFNAME==eth0,lo"]'}, "offers lo"),
     ({"fix": '["echo \\"unterminated"]'}, "not shell"),
+    ({"fix": '["docker run --network=host IMAGE COMMAND"]'}, "placeholder"),
+    ({"fix": '["grep WARN slurm-JOBID.out"]'}, "placeholder"),
     ({"examples": '["nothing like it"]'}, "keywords"),
     ({"examples": '["boom"]', "patterns": "['boom!']"}, "no pattern matches"),
     ({"category": '"gloo"'}, "category"),
@@ -140,3 +142,42 @@ def test_valid_minimal_entry_parses():
     (s,) = sigs.parse(_entry(fix='["# a comment", "ssh {host} nvidia-smi", "export NCCL_SOCKET_IFNAME=^lo,docker"]'))
     assert s.fix_for(host="n1")[:2] == ("# a comment", "ssh n1 nvidia-smi")
     assert s.fix_for()[1] == "ssh {host} nvidia-smi"
+
+
+def test_signature_reference_is_fresh():
+    import os
+
+    from tests.conftest import REPO
+
+    with open(os.path.join(REPO, "docs", "log-signatures.md")) as fh:
+        committed = fh.read()
+    assert committed == sigs.markdown(), \
+        "docs/log-signatures.md is stale: run `python -m distdoctor.docgen signatures > docs/log-signatures.md`"
+
+
+@pytest.mark.parametrize("words", [
+    ["abc", "abd", "ab", "x"], ["NET/IB", "NET/Plugin", "NET/IB : No"], ["a.b", "[127.", "(x)", "a|b"],
+])
+def test_keyword_pattern_matches_exactly_the_words(words):
+    rx = re.compile(sigs.keyword_pattern(words))
+    for w in words:
+        assert rx.fullmatch(w), w
+        assert rx.search("prefix " + w + " suffix")
+    flat = re.compile("|".join(re.escape(w) for w in words))
+    for probe in ["", "a", "abx", "ac", "NET/I", "NET/IBx", "a.c", "127.", "(x", "ab|", "xx", "a|b"]:
+        assert bool(rx.search(probe)) == bool(flat.search(probe)), probe
+
+
+def test_prefilter_agrees_with_keyword_membership_on_real_lines():
+    import glob
+
+    from tests.conftest import data_path
+
+    m = sigs.matcher()
+    lines = []
+    for path in glob.glob(data_path("nccl_debug", "*.txt")) + glob.glob(data_path("logs", "lab", "*.log")):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines += fh.readlines()
+    assert lines
+    for line in lines:
+        assert bool(m.prefilter.search(line)) == any(k in line for k in m.keywords), line

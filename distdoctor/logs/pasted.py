@@ -33,6 +33,7 @@ _IB = re.compile(r"^\s*(?:CA '[^']+'|hca_id:\s*\S+)")
 _ENV = re.compile(r"^\s*(?:export\s+|declare -x\s+)?(?P<k>(?:NCCL|GLOO|TORCH|OMPI_MCA|UCX|SLURM|PMIX)_\w+|MASTER_ADDR|"
                   r"MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|CUDA_VISIBLE_DEVICES)=(?P<v>.*?)\s*$")
 _NCCL_ENV = re.compile(r"NCCL INFO (?P<k>NCCL_\w+) set by environment to (?P<v>\S+)")
+_SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
@@ -80,6 +81,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "ib", _block(lines, i, lambda s: bool(_IB.match(s)), allow_blank=True)
         elif _COLLECT_ENV.match(body):
             kind, end = "collect_env", _collect_env_end(lines, i)
+        elif _SMI.search(line):
+            kind, end = "smi", _smi_end(lines, i)
         if kind:
             chunk = textwrap.dedent("\n".join(lines[i:end]))
             sections.append(Section(kind, source, i + 1, chunk))
@@ -138,10 +141,29 @@ def _topo_end(lines: list[str], start: int) -> int:
     return i
 
 
+def _smi_end(lines: list[str], start: int) -> int:
+    """nvidia-smi's table: from the header's line to the last line of the box, the processes
+    box included."""
+    i = start
+    last = start
+    while i < len(lines) and i - start < 200:
+        s = lines[i].strip()
+        if s.startswith(("+", "|")):
+            last = i
+        elif s:
+            break
+        i += 1
+    return last + 1
+
+
 def _collect_env_end(lines: list[str], start: int) -> int:
     i = start
     blanks = 0
     while i < len(lines) and i - start < 400:
+        body = lines[i].lstrip()
+        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body) or _TOPO.search(lines[i])
+                          or _IB.match(lines[i]) or _IP_FULL.match(body) or _IFCONFIG.match(body)):
+            break  # another tool's output pasted right after it
         if not lines[i].strip():
             blanks += 1
             if blanks >= 2:
@@ -257,6 +279,10 @@ def _parse(section: Section):
         from distdoctor.parsers.collect_env import parse_collect_env
 
         return parse_collect_env(section.text)
+    if section.kind == "smi":
+        from distdoctor.parsers.nvidia_smi import parse_table
+
+        return parse_table(section.text)
     return None
 
 
@@ -268,8 +294,16 @@ def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
             out.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
             continue
+        # nvidia-smi's header is the authority on the driver's CUDA where the paste has one
+        smi = None
         for section in sections:
-            out.extend(_judge(section, env))
+            if section.kind == "smi":
+                try:
+                    smi = _parse(section)
+                except ParseError:
+                    smi = None
+        for section in sections:
+            out.extend(_judge(section, env, smi))
     return out
 
 
@@ -278,16 +312,16 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
                     (Finding(status, message, subject=source, evidence=evidence or {}),), 0.0, "log")
 
 
-def _judge(section: Section, env: dict[str, str]) -> list[CheckRun]:
+def _judge(section: Section, env: dict[str, str], smi=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
     try:
         parsed = _parse(section)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
-    if not parsed:
+    if not parsed or section.kind == "smi":
         return []
     if section.kind == "collect_env":
-        return _collect_env_run(parsed, where)
+        return _collect_env_run(parsed, where, smi)
     from distdoctor.testing import FakeHost
 
     data: dict = {"env": dict(env), "hostname": "pasted"}
@@ -319,11 +353,11 @@ def _run_checks(ids, host) -> list[CheckRun]:
     return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
 
 
-def _collect_env_run(env, where: str) -> list[CheckRun]:
+def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
     """gpu.cuda-compat over the torch build and driver the paste shows. collect_env prints the
-    driver version but not the CUDA it supports: that comes from NVIDIA's release-notes table
-    (Linux drivers; a WSL2 paste shows the Windows driver's number, which the table does not
-    cover, so the check is not run there)."""
+    driver version but not the CUDA it supports: that comes from a pasted nvidia-smi's header
+    when there is one, else from NVIDIA's release-notes table (Linux drivers; a WSL2 paste
+    shows the Windows driver's number, which the table does not cover, so no verdict there)."""
     from distdoctor.facts.gpu import cuda_for_driver
     from distdoctor.host import Distribution
     from distdoctor.testing import FakeHost
@@ -339,6 +373,10 @@ def _collect_env_run(env, where: str) -> list[CheckRun]:
     wsl = any("microsoft" in (env.get(k) or "").lower() or "wsl" in (env.get(k) or "").lower()
               for k in ("OS", "Python platform", "Platform"))
     cuda = cuda_for_driver(env.driver) if env.driver and not wsl else None
+    origin = "NVIDIA's release-notes table"
+    driver = env.driver
+    if smi is not None and smi.cuda_version:
+        cuda, driver, origin = smi.cuda_version, smi.driver_version, "the pasted nvidia-smi header"
     if not env.torch_version or not cuda:
         return runs_
     major, _dot, minor = cuda.partition(".")
@@ -347,10 +385,10 @@ def _collect_env_run(env, where: str) -> list[CheckRun]:
                   f"hip = {None if env.torch_cuda else env.torch_hip!r}\n")
     host = FakeHost(distributions={"torch": Distribution("torch", env.torch_version, site, ("torch/version.py",))},
                     files={f"{site}/torch/version.py": version_py}, hostname="pasted",
-                    nvml={"status": "ok", "driver_version": env.driver,
+                    nvml={"status": "ok", "driver_version": driver,
                           "cuda_version": int(major) * 1000 + int(minor or 0) * 10})
     for r in _run_checks(("gpu.cuda-compat",), host):
         runs_.append(CheckRun(r.id, f"{r.title} (pasted collect_env at {where})", r.tags + ("pasted",), r.status,
                               r.findings, r.duration, f"pasted collect_env at {where}; the driver's CUDA {cuda} "
-                              f"from NVIDIA's release-notes table"))
+                              f"from {origin}"))
     return runs_

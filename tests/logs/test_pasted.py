@@ -111,3 +111,10 @@ def test_parsers_raise_parse_error_on_other_text():
         parse_ibstat("hello\n")
     with pytest.raises(ParseError):
         parse_collect_env("hello: world\n")
+
+
+def test_pasted_nvidia_smi_header_gives_the_drivers_cuda():
+    runs, _ok = analyse([os.path.join(DATA, "logs", "pasted", "issue_collect_env_and_nvidia-smi.md")])
+    compat = next(r for r in runs if r.id == "gpu.cuda-compat")
+    assert compat.source.endswith("the driver's CUDA 10.2 from the pasted nvidia-smi header")
+    assert compat.status == Status.OK

@@ -225,6 +225,7 @@ class Scanner:
         """Attribute events to ranks and hosts with what the whole log taught: a pid seen with
         its rank on one line names the rank of every other line of that pid."""
         scan = self.scan
+        _common_clock(scan)
         for e in scan.events + scan.unknown:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))
@@ -233,3 +234,25 @@ class Scanner:
             if not e.host and e.rank is not None:
                 e.host = scan.rank_host.get(e.rank, "")
         return scan
+
+
+def _common_clock(scan: Scan) -> None:
+    """Make times from different formats comparable. glog and syslog stamps have no year and a
+    bare `[12:03:41]` no date, so the times of one log are compared at the precision all of
+    them share: (month, day, seconds), or seconds of the day alone."""
+    events = [e for e in scan.events + scan.unknown if e.time is not None]
+    seen = [v for v in scan.seen.values() if v.last is not None or v.first is not None]
+    stamps = [e.time for e in events] + [t for v in seen for t in (v.first, v.last) if t is not None]
+    if not stamps:
+        return
+    dated = all(t[1] and t[2] for t in stamps)
+
+    def norm(t):
+        if t is None:
+            return None
+        return (0, t[1], t[2], t[3]) if dated else (0, 0, 0, t[3])
+
+    for e in events:
+        e.time = norm(e.time)
+    for v in seen:
+        v.first, v.last = norm(v.first), norm(v.last)

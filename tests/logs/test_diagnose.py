@@ -178,3 +178,12 @@ def test_an_error_no_signature_knows_is_still_a_failure(tmp_path):
 def test_a_lone_unknown_nccl_warn_is_a_warning(tmp_path):
     diag = _runs(tmp_path, "h:1:1 [0] misc/foo.cc:1 NCCL WARN something odd happened\n")["log.diagnosis"]
     assert diag.status == Status.WARN
+
+
+def test_times_of_different_formats_compare(tmp_path):
+    # glog's stamp has no year, python logging's ISO stamp has one: the OOM at 12:04 came first
+    text = ("1: [E1124 12:06:00.000000 99 socket.cpp:1] Connect to 10.0.0.9<1> failed : No route to host\n"
+            "0: 2024-11-24 12:04:00,000 ERROR RuntimeError: CUDA out of memory\n")
+    diag = _runs(tmp_path, text)["log.diagnosis"]
+    assert diag.findings[0].summary == "rank 0 failed first: CUDA out of memory at 12:04:00"
+    assert diag.findings[1].summary.startswith("also: NCCL could not connect to a peer (rank 1 at 12:06:00)")

@@ -15,6 +15,7 @@ LOGS = sorted(glob.glob(os.path.join(DATA, "nccl_debug", "*.txt")) + glob.glob(o
               + glob.glob(os.path.join(DATA, "ibstat", "*.txt")) + glob.glob(os.path.join(DATA, "nvidia_smi_topo", "*.txt"))
               + glob.glob(os.path.join(DATA, "ip_addr", "*.txt")) + glob.glob(os.path.join(DATA, "logs", "*", "*.md"))
               + glob.glob(os.path.join(DATA, "logs", "*", "*.log")))
+LOGS = [p for p in LOGS if os.path.basename(p) != "INDEX.md"]
 
 
 def digest(path: str) -> dict:

@@ -24,6 +24,9 @@ _VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
 _NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (?P<n>\w+)")
 _GDR = re.compile(r"GPU Direct RDMA (?P<s>Enabled|Disabled)|/GDRDMA\b")
 _DRIVER = re.compile(r"\bcudaDriverVersion (?P<v>\d+)")
+# "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "Ring 00 : 3[b01000] -> 4[201000] [send] via NET/Socket/0",
+# "... via NET/IB/0/GDRDMA": the transport, without the device index
+_VIA = re.compile(r"\bvia (?P<t>P2P/\w+|SHM(?:/\w+)?|NET/\w+(?:/\d+)?(?:/GDRDMA)?|NVLS|COLLNET\w*)")
 _NOT_ACROSS_NODES = (
     (re.compile(r"^lo$"), "loopback"),
     (re.compile(r"^(docker|br-|virbr)"), "bridge"),
@@ -79,6 +82,11 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             f["nccl.gdr"] = m.group("s") != "Disabled"
         if (m := _DRIVER.search(p.body)):
             f["cuda.driver"] = int(m.group("v"))
+        if (m := _VIA.search(p.body)):
+            kind = re.sub(r"/\d+", "", m.group("t"))
+            f["nccl.transports"] = tuple(sorted(set(f.get("nccl.transports", ())) | {kind}))
+            if kind.endswith("/GDRDMA"):
+                f["nccl.gdr"] = True
         if p.host and p.pid is not None:
             who_of[f"{p.host}:{p.pid}"] = member
             lines.append(f"{p.host}:{p.pid}:0 [{p.device or 0}] {p.body}")
@@ -192,7 +200,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
 def _summary(facts: dict[str, dict[str, Any]]) -> str:
     parts = []
     for key, label in (("nccl.version", "NCCL"), ("nccl.network", "network"), ("nccl.socket", "sockets"),
-                       ("nccl.ib", "IB"), ("nccl.gdr", "GDR")):
+                       ("nccl.ib", "IB"), ("nccl.gdr", "GDR"), ("nccl.transports", "transports")):
         values = {v for f in facts.values() if (v := f.get(key)) is not None}
         if values:
             shown = sorted({",".join(v) if isinstance(v, tuple) else ("on" if v is True else "off" if v is False else str(v))

@@ -25,7 +25,8 @@ from distdoctor.logs.reader import Block
 # that tie a pid to a rank.
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
-                 "IP Interfaces", "cudaDev", "INFO rank ")
+                 "IP Interfaces", "cudaDev", "INFO rank ", "via P2P", "via SHM", "via NET/", "via NVLS",
+                 "via COLLNET")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 # Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature

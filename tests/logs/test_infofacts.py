@@ -40,5 +40,5 @@ def test_transports_and_gdr_in_the_summary(tmp_path):
     pre = "0: g1:1:1 [0] NCCL INFO "
     text = (f"{pre}NCCL version 2.21.5+cuda12.4\n{pre}Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
             f"{pre}Channel 01/0 : 7[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n")
-    ok = [f for f in _setup(tmp_path, text).findings if f.status == Status.OK][0]
+    ok = next(f for f in _setup(tmp_path, text).findings if f.status == Status.OK)
     assert "GDR on" in ok.summary and "transports NET/IB/GDRDMA,P2P/IPC" in ok.summary

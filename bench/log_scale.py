@@ -105,13 +105,17 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
+    ap.add_argument("--reuse", metavar="PATH", help="measure a log an earlier --keep run generated")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="distdoctor-bench-log-")
-    path = os.path.join(workdir, "slurm-4242.out")
+    path = args.reuse or os.path.join(workdir, "slurm-4242.out")
     try:
-        start = time.perf_counter()
-        size = generate(path, args.size_mib * 2**20)
-        print(f"generated {size / 2**20:.0f} MiB, {RANKS} ranks, in {time.perf_counter() - start:.1f} s: {path}")
+        if args.reuse:
+            args.size_mib = round(os.path.getsize(path) / 2**20)
+        else:
+            start = time.perf_counter()
+            size = generate(path, args.size_mib * 2**20)
+            print(f"generated {size / 2**20:.0f} MiB, {RANKS} ranks, in {time.perf_counter() - start:.1f} s: {path}")
         log_argv = distdoctor_argv() + ["log", "--json", path]
         grep_argv = ["grep", "-c", "WARN", path]
         measured(grep_argv)  # page cache

@@ -69,6 +69,7 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
     read_s = time.monotonic() - started
     problems += stats.problems
     input_findings = [Finding(p.status, p.message, subject=p.path) for p in problems]
+    input_findings += [Finding(Status.WARN, note) for note in scan.notes]
     long_lines = stats.truncated_lines + scan.long_lines
     if long_lines:
         input_findings.append(Finding(Status.WARN, f"{long_lines} line(s) longer than 64 KiB: read truncated"))

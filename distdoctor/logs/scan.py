@@ -2,16 +2,18 @@
 its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
-larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords
-and the INFO lines infofacts reads) picks the few candidate lines of each block; only those are
-decoded and split. The search is `grep -F` fed the block on stdin (a multi-pattern search in C,
-five times faster than Python's regex alternation over the same bytes; see bench/log_scale.py),
-or that alternation where grep cannot run. The last lines of every block are split too, so
-"last heard from" stays right to within one block for ranks that keep logging.
+larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords,
+the INFO lines infofacts reads, generic error words) picks the few candidate lines; only those
+are decoded and split. The search is one `grep -F -n` fed every block as a stream (a
+multi-pattern search in C, about five times faster than Python's regex alternation over the
+same bytes, and running beside this process; see bench/log_scale.py), or that alternation
+where grep cannot run. The last lines of every block are split too, so "last heard from" stays
+right to within one block for ranks that keep logging.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -80,13 +82,17 @@ class Scan:
     rank_host: dict[int, str] = field(default_factory=dict)
     texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
     unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
+    notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
     long_lines: int = 0
 
 
 class Prefilter:
-    """The lines of a block holding any of the keywords, as (0-based line index, text)."""
+    """Candidate lines: every line holding one of the keywords. `grep -F` runs once for the
+    whole scan as a streaming filter (Host.line_filter) while this process reads ahead, so the
+    search and the reading overlap on two cores; Python's regex alternation over each block is
+    the fallback where grep cannot run."""
 
-    GREP_TIMEOUT = 60.0
+    GREP_TIMEOUT = 120.0
 
     def __init__(self, words, host=None, use_grep: bool = True):
         words = sorted({w for w in words if w}, key=len, reverse=True)
@@ -95,22 +101,11 @@ class Prefilter:
         self.host = host
         self.use_grep = use_grep and host is not None
 
-    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
-        if self.use_grep:
-            from distdoctor.host import MAX_OUTPUT
+    def start(self):
+        return self.host.line_filter(self.argv, self.GREP_TIMEOUT) if self.use_grep else None
 
-            result = self.host.run(self.argv, timeout=self.GREP_TIMEOUT, input=data)
-            if result.returncode == 1:
-                return []
-            if result.returncode == 0 and len(result.stdout) < MAX_OUTPUT - 1024:
-                out = []
-                for row in result.stdout.split("\n"):
-                    number, sep, text = row.partition(":")
-                    if sep and number.isdigit():
-                        out.append((int(number) - 1, text.encode("utf-8", "replace")))
-                return out
-            if result.returncode != 0:
-                self.use_grep = False  # no grep here, or a grep that cannot do this: stay in Python
+    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(0-based line index, line) of the candidate lines of one block, in Python."""
         out = []
         last = -1
         line = 0
@@ -142,26 +137,47 @@ class Scanner:
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()
         self._path_rank: dict[str, int | None] = {}
+        self._filter = None
+        self._filter_started = False
+        self._fed = 0  # lines written to the filter so far
+        self._span_starts: list[int] = []  # grep's line number of each fed block's first line
+        self._spans: list[Block] = []  # those blocks, without their data
 
     def feed(self, blocks: Iterable[Block]) -> Scan:
-        for block in blocks:
-            if block.whole and len(block.data) <= self.keep_text:
-                text = block.data.decode("utf-8", "replace")
-                self.scan.texts.append((block.source, text))
-                for n, line in enumerate(text.split("\n")[:-1]):
-                    self._line(block, block.first_line + n if block.first_line else 0, line)
-            else:
-                self._sparse(block)
+        try:
+            for block in blocks:
+                if block.whole and len(block.data) <= self.keep_text:
+                    text = block.data.decode("utf-8", "replace")
+                    self.scan.texts.append((block.source, text))
+                    for n, line in enumerate(text.split("\n")[:-1]):
+                        self._line(block, block.first_line + n if block.first_line else 0, line)
+                else:
+                    self._sparse(block)
+        finally:
+            if self._filter is not None:
+                rest, code = self._filter.close()
+                self._matches(rest)
+                if code not in (0, 1):
+                    self.scan.notes.append(f"grep, which picks the candidate lines of large inputs, failed "
+                                           f"({self._filter.error or f'exit {code}'}): some lines may be missing")
+                self._filter = None
         return self.scan
 
     def _sparse(self, block: Block) -> None:
         data = block.data
-        done: set[int] = set()
-        for index, raw in self.prefilter.lines(data):
-            done.add(index)
-            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
-        # the block's last lines: who was still talking at its end
         total = block.lines or data.count(b"\n")
+        if not self._filter_started:
+            self._filter_started = True
+            self._filter = self.prefilter.start()
+        if self._filter is not None:
+            self._spans.append(Block(block.source, block.index, b"", block.first_line, block.last, False, total))
+            self._span_starts.append(self._fed + 1)
+            self._fed += total
+            self._filter.feed(data)
+        else:
+            for index, raw in self.prefilter.lines(data):
+                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
+        # the block's last lines: who was still talking at its end
         end = len(data) - 1
         tail: list[bytes] = []
         for _ in range(min(TAIL_LINES, total)):
@@ -172,9 +188,25 @@ class Scanner:
                 break
         for k, raw in enumerate(reversed(tail)):
             index = total - len(tail) + k
-            if index not in done:
-                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
-                           liveness_only=True)
+            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
+                       liveness_only=True)
+        if self._filter is not None:
+            self._matches(self._filter.take())
+
+    def _matches(self, rows: list[bytes]) -> None:
+        """grep -n output, `N:line`, N counted over everything fed: back to block and line."""
+        for row in rows:
+            number, sep, text = row.partition(b":")
+            if not sep or not number.isdigit():
+                continue
+            n = int(number)
+            k = bisect.bisect_right(self._span_starts, n) - 1
+            if k < 0:
+                continue
+            span = self._spans[k]
+            index = n - self._span_starts[k]
+            self._line(span, span.first_line + index if span.first_line else 0,
+                       self._decode(text.rstrip(b"\n")))
 
     def _decode(self, raw: bytes) -> str:
         if len(raw) > self.max_line:

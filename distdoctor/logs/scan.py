@@ -38,6 +38,7 @@ _ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bN
                     r"Segmentation fault|core dumped|\bFATAL\b")
 MAX_UNKNOWN = 1000
 TAIL_LINES = 64
+MAX_TAIL_LINES = 2048
 MAX_EVENTS = 20_000
 MAX_INFO_LINES = 20_000
 
@@ -83,6 +84,7 @@ class Scan:
     texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
     unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
     notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
+    ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
     long_lines: int = 0
 
 
@@ -139,6 +141,7 @@ class Scanner:
         self._path_rank: dict[str, int | None] = {}
         self._filter = None
         self._filter_started = False
+        self._surveyed = False
         self._fed = 0  # lines written to the filter so far
         self._span_starts: list[int] = []  # grep's line number of each fed block's first line
         self._spans: list[Block] = []  # those blocks, without their data
@@ -177,10 +180,19 @@ class Scanner:
         else:
             for index, raw in self.prefilter.lines(data):
                 self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
+        if not self._surveyed:
+            # the first block, every line: which ranks exist (every rank says something at start),
+            # so the block tails below know how many lines to sample
+            self._surveyed = True
+            for n, raw in enumerate(data.split(b"\n")[:total]):
+                self._line(block, block.first_line + n if block.first_line else 0, self._decode(raw),
+                           liveness_only=True)
         # the block's last lines: who was still talking at its end
         end = len(data) - 1
         tail: list[bytes] = []
-        for _ in range(min(TAIL_LINES, total)):
+        # enough lines to see every rank at the end of a block, in a job of many ranks
+        want = min(max(TAIL_LINES, 2 * len(self.scan.ranks)), MAX_TAIL_LINES)
+        for _ in range(min(want, total)):
             start = data.rfind(b"\n", 0, end) + 1
             tail.append(data[start:end])
             end = start - 1
@@ -227,6 +239,8 @@ class Scanner:
             scan.rank_host.setdefault(rank, p.host)
         if rank is None and p.local_rank is None and path_rank is not None:
             rank = path_rank
+        if rank is not None:
+            scan.ranks.add(rank)
         key = (block.index, rank, p.host, p.pid, p.local_rank)
         seen = scan.seen.get(key)
         if seen is None:

@@ -187,3 +187,16 @@ def test_times_of_different_formats_compare(tmp_path):
     diag = _runs(tmp_path, text)["log.diagnosis"]
     assert diag.findings[0].summary == "rank 0 failed first: CUDA out of memory at 12:04:00"
     assert diag.findings[1].summary.startswith("also: NCCL could not connect to a peer (rank 1 at 12:06:00)")
+
+
+def test_hang_among_256_ranks_read_block_by_block_names_only_the_quiet_one(tmp_path):
+    """Simulation of scale (logic only): the block tails sampled must see every live rank."""
+    lines = [f"{r}: [2024-05-01 12:{s // 60:02d}:{s % 60:02d},000] step {s}" for s in range(120)
+             for r in range(256) if not (r == 100 and s > 30)]
+    path = tmp_path / "hang256.out"
+    path.write_text("\n".join(lines) + "\n")
+    runs, _ok = analyse([str(path)], matcher=STUB, block=256 * 1024)
+    f = {r.id: r for r in runs}["log.diagnosis"].findings[0]
+    # last heard from in the first block (every line read) or a block's tail: right to one block
+    assert f.summary.startswith("rank 100 stopped logging first (rank 100 at 12:00:"), f.summary
+    assert f.evidence["quiet_ranks"] == "100"

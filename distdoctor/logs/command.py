@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically) instead of stdout")
     parser.add_argument("-v", "--verbose", action="store_true", help="show OK findings and explanations")
+    parser.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
+                        help="lowest status that makes the exit code non-zero (default: fail)")
     parser.add_argument("--max-files", type=int, default=reader.MAX_FILES, metavar="N",
                         help=f"read at most N files from each directory (default {reader.MAX_FILES})")
     parser.add_argument("--max-bytes", type=_size, default=reader.MAX_BYTES, metavar="SIZE",
@@ -117,4 +119,4 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OUTPUT
     if not readable:
         return EXIT_ERROR
-    return exit_code(report.runs)
+    return exit_code(report.runs, args.fail_on)

@@ -69,7 +69,7 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         return f"{host}:{pid}" if host and pid is not None else ""
 
     who_of: dict[str, str] = {}
-    for _raw, p, _source, _index in scan.info:
+    for p in scan.info:
         member = name(p.host, p.pid, p.rank)
         if not member:
             continue

@@ -66,7 +66,6 @@ class Event:
 
 @dataclass
 class Seen:
-    first: tuple | None = None
     last: tuple | None = None
     last_text: str = ""
     last_order: tuple = ()
@@ -77,7 +76,7 @@ class Seen:
 class Scan:
     events: list[Event] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)  # signature id -> matches past MAX_EVENTS
-    info: list[tuple[str, prefix_mod.Prefixed, str, int]] = field(default_factory=list)  # (raw, split, source, index)
+    info: list[prefix_mod.Prefixed] = field(default_factory=list)  # NCCL setup lines, split
     seen: dict[tuple, Seen] = field(default_factory=dict)  # (index, rank, host, pid, local_rank) -> Seen
     pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
     rank_host: dict[int, str] = field(default_factory=dict)
@@ -244,7 +243,7 @@ class Scanner:
         key = (block.index, rank, p.host, p.pid, p.local_rank)
         seen = scan.seen.get(key)
         if seen is None:
-            seen = scan.seen[key] = Seen(first=p.time)
+            seen = scan.seen[key] = Seen()
         seen.lines += 1
         order = (block.index, line_no)
         if not seen.last_order or order >= seen.last_order:
@@ -255,7 +254,7 @@ class Scanner:
         if liveness_only:
             return
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
-            scan.info.append((line, p, block.source, block.index))
+            scan.info.append(p)
         sig = self.matcher.match(p.body)
         if sig is None:
             if len(scan.unknown) < MAX_UNKNOWN and _ERROR.search(p.body):
@@ -288,8 +287,8 @@ def _common_clock(scan: Scan) -> None:
     bare `[12:03:41]` no date, so the times of one log are compared at the precision all of
     them share: (month, day, seconds), or seconds of the day alone."""
     events = [e for e in scan.events + scan.unknown if e.time is not None]
-    seen = [v for v in scan.seen.values() if v.last is not None or v.first is not None]
-    stamps = [e.time for e in events] + [t for v in seen for t in (v.first, v.last) if t is not None]
+    seen = [v for v in scan.seen.values() if v.last is not None]
+    stamps = [e.time for e in events] + [v.last for v in seen]
     if not stamps:
         return
     dated = all(t[1] and t[2] for t in stamps)
@@ -302,4 +301,4 @@ def _common_clock(scan: Scan) -> None:
     for e in events:
         e.time = norm(e.time)
     for v in seen:
-        v.first, v.last = norm(v.first), norm(v.last)
+        v.last = norm(v.last)

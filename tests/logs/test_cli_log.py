@@ -38,8 +38,11 @@ def test_failure_exits_1_and_json_validates():
     assert first["fix"].splitlines()[1] == "ssh node5 ip route get 10.0.0.4"
 
 
-def test_clean_log_exits_0():
+def test_clean_log_exits_0_and_fail_on_warn():
     assert _log(CLEAN).returncode == 0
+    flannel = data_path("nccl_debug", "nccl-2.4.2_k8s_flannel_in_socket_list_34_roce_hcas_empty_oob_tag-output_EXCERPT.txt")
+    assert _log(flannel).returncode == 0
+    assert _log("--fail-on", "warn", flannel).returncode == 1
 
 
 def test_stdin_and_gzip(tmp_path):

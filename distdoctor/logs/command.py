@@ -84,11 +84,27 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
                                   evidence={"files": stats.files, "bytes": stats.bytes, "lines": stats.lines}))
     runs = [_run("log.input", "The input could be read", input_findings, read_s)]
     if stats.files:
-        runs.append(_run("log.diagnosis", "What failed first, on which rank and host",
-                         diagnose.diagnose(scan, hang_gap, infofacts.address_book(scan))))
-        runs.append(_run("log.nccl-setup", "NCCL's setup agrees across ranks", infofacts.judge(scan)))
-        runs.extend(pasted.runs(scan.texts))
+        runs.append(_guarded("log.diagnosis", "What failed first, on which rank and host",
+                             lambda: diagnose.diagnose(scan, hang_gap, infofacts.address_book(scan))))
+        runs.append(_guarded("log.nccl-setup", "NCCL's setup agrees across ranks", lambda: infofacts.judge(scan)))
+        try:
+            runs.extend(pasted.runs(scan.texts))
+        except Exception as exc:  # noqa: BLE001 -- as the engine does for a check: a bug is an ERROR, not a traceback
+            runs.append(_error_run("log.pasted-output", "Tool output pasted into the log", exc))
     return runs, bool(stats.files)
+
+
+def _error_run(check_id: str, title: str, exc: Exception) -> CheckRun:
+    finding = Finding(Status.ERROR, f"{check_id} failed: {type(exc).__name__}: {exc}",
+                      fix="# please report this with the log (or the lines around the failure) to distdoctor")
+    return CheckRun(check_id, title, ("log",), Status.ERROR, (finding,), 0.0, "log")
+
+
+def _guarded(check_id: str, title: str, judge) -> CheckRun:
+    try:
+        return _run(check_id, title, judge())
+    except Exception as exc:  # noqa: BLE001 -- as the engine does for a check: a bug is an ERROR, not a traceback
+        return _error_run(check_id, title, exc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,8 +116,14 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.paths.count("-") > 1:
         raise cli.UsageError("stdin (-) can be read only once")
-    runs, readable = analyse(args.paths, stdin=sys.stdin.buffer, max_files=args.max_files,
-                             max_bytes=args.max_bytes, hang_gap=args.hang_gap)
+    try:
+        runs, readable = analyse(args.paths, stdin=sys.stdin.buffer, max_files=args.max_files,
+                                 max_bytes=args.max_bytes, hang_gap=args.hang_gap)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a bug while reading: say so in one line, never a traceback
+        print(f"distdoctor: reading the log failed: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
+        return EXIT_ERROR
     from distdoctor.host import Host
 
     report = build_report(runs, host=Host().hostname(), context=detect_context({}), started=started_wall,

@@ -200,3 +200,16 @@ def test_hang_among_256_ranks_read_block_by_block_names_only_the_quiet_one(tmp_p
     # last heard from in the first block (every line read) or a block's tail: right to one block
     assert f.summary.startswith("rank 100 stopped logging first (rank 100 at 12:00:"), f.summary
     assert f.evidence["quiet_ranks"] == "100"
+
+
+def test_a_bug_in_one_stage_is_an_error_finding_not_a_traceback(tmp_path, monkeypatch):
+    from distdoctor.logs import infofacts
+
+    def broken(_scan):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(infofacts, "judge", broken)
+    runs = _runs(tmp_path, "0: RuntimeError: CUDA out of memory\n")
+    assert runs["log.nccl-setup"].status == Status.ERROR
+    assert "KeyError" in runs["log.nccl-setup"].findings[0].summary
+    assert runs["log.diagnosis"].status == Status.FAIL

@@ -119,6 +119,13 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     gs = groups(scan)
     roots = [g for g in gs if g.signature.severity == "root"]
     consequences = [g for g in gs if g.signature.severity == "consequence"]
+    # A generic root ("unhandled system error") that the catalogue says another root present in
+    # the log explains is that root's consequence, whichever rank printed it first.
+    present = {g.signature.id for g in roots}
+    explained = [g for g in roots if present & (set(g.signature.consequence_of) - {g.signature.id})]
+    if explained and len(explained) < len(roots):
+        roots = [g for g in roots if g not in explained]
+        consequences = sorted(consequences + explained, key=lambda g: g.first.order)
     infos = [g for g in gs if g.signature.severity not in ("root", "consequence")]
     findings: list[Finding] = []
     if roots:

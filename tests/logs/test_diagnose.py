@@ -213,3 +213,21 @@ def test_a_bug_in_one_stage_is_an_error_finding_not_a_traceback(tmp_path, monkey
     assert runs["log.nccl-setup"].status == Status.ERROR
     assert "KeyError" in runs["log.nccl-setup"].findings[0].summary
     assert runs["log.diagnosis"].status == Status.FAIL
+
+
+def test_a_generic_root_yields_to_the_root_the_catalogue_says_explains_it(tmp_path):
+    from distdoctor.logs import signatures
+
+    text = ("0: h0:10:10 [0] NCCL INFO init.cc:1 -> 2\n"
+            "0: h0:10:10 [0] enqueue.cc:1 NCCL WARN ... ncclSystemError: System call failed; unhandled system error\n"
+            "1: h1:11:11 [0] misc/socket.cc:484 NCCL WARN socketPollConnect: Connect to 10.0.0.9<43211> returned "
+            "113(No route to host) errno 115(Operation now in progress)\n")
+    path = tmp_path / "slurm-2.out"
+    path.write_text(text)
+    matcher = signatures.matcher()
+    assert matcher.match(text.splitlines()[1]).id == "nccl.unhandled-system-error"
+    runs, _ok = analyse([str(path)], matcher=matcher)
+    root = {r.id: r for r in runs}["log.diagnosis"].findings[0]
+    assert root.subject == "nccl.socket-no-route"
+    assert root.summary.startswith("rank 1 on h1 failed first: ")
+    assert "nccl.unhandled-system-error" in root.evidence["consequences"]

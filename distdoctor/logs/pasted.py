@@ -33,6 +33,8 @@ _IB = re.compile(r"^\s*(?:CA '[^']+'|hca_id:\s*\S+)")
 _ENV = re.compile(r"^\s*(?:export\s+|declare -x\s+)?(?P<k>(?:NCCL|GLOO|TORCH|OMPI_MCA|UCX|SLURM|PMIX)_\w+|MASTER_ADDR|"
                   r"MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|CUDA_VISIBLE_DEVICES)=(?P<v>.*?)\s*$")
 _NCCL_ENV = re.compile(r"NCCL INFO (?P<k>NCCL_\w+) set by environment to (?P<v>\S+)")
+_OMPI_PARSABLE = re.compile(r"^(?:mca|ompi|opal|orte|pmix|options|path|compiler|config|package|version):[\w.-]*:\S")
+_OMPI_HUMAN = re.compile(r"^\s*(?:Package: Open MPI|Open MPI: \d|MPI extensions: |MCA [\w ]+: (?:informational|parameter) \")")
 _SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
@@ -83,6 +85,11 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "collect_env", _collect_env_end(lines, i)
         elif _SMI.search(line):
             kind, end = "smi", _smi_end(lines, i)
+        elif _OMPI_PARSABLE.match(body):
+            kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
+        elif _OMPI_HUMAN.match(body):
+            # to the end of the paragraph: long values wrap onto lines without a key
+            kind, end = "ompi_info", _run(lines, i, lambda s: not s.startswith("```"))
         if kind:
             chunk = textwrap.dedent("\n".join(lines[i:end]))
             sections.append(Section(kind, source, i + 1, chunk))
@@ -283,6 +290,10 @@ def _parse(section: Section):
         from distdoctor.parsers.nvidia_smi import parse_table
 
         return parse_table(section.text)
+    if section.kind == "ompi_info":
+        from distdoctor.parsers.ompi_info import parse_ompi_info
+
+        return parse_ompi_info(section.text)
     return None
 
 
@@ -294,16 +305,21 @@ def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
             out.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
             continue
-        # nvidia-smi's header is the authority on the driver's CUDA where the paste has one
+        # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
+        # the GPUs any section shows tell whether a CUDA-aware MPI matters
         smi = None
+        gpus = 0
         for section in sections:
-            if section.kind == "smi":
+            if section.kind in ("smi", "topo", "collect_env"):
                 try:
-                    smi = _parse(section)
+                    parsed = _parse(section)
                 except ParseError:
-                    smi = None
+                    continue
+                if section.kind == "smi":
+                    smi = parsed
+                gpus = max(gpus, len(parsed.gpus))
         for section in sections:
-            out.extend(_judge(section, env, smi))
+            out.extend(_judge(section, env, smi, gpus))
     return out
 
 
@@ -312,7 +328,7 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
                     (Finding(status, message, subject=source, evidence=evidence or {}),), 0.0, "log")
 
 
-def _judge(section: Section, env: dict[str, str], smi=None) -> list[CheckRun]:
+def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
     try:
         parsed = _parse(section)
@@ -322,6 +338,8 @@ def _judge(section: Section, env: dict[str, str], smi=None) -> list[CheckRun]:
         return []
     if section.kind == "collect_env":
         return _collect_env_run(parsed, where, smi)
+    if section.kind == "ompi_info":
+        return _ompi_info_run(parsed, section, where, gpus)
     from distdoctor.testing import FakeHost
 
     data: dict = {"env": dict(env), "hostname": "pasted"}
@@ -351,6 +369,24 @@ def _run_checks(ids, host) -> list[CheckRun]:
     infos = [c for c in builtin.CHECKS if c.id in ids]
     facts = Facts(host)
     return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+
+
+def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
+    """build.mpi-cuda-aware over a pasted ompi_info. Whether CUDA support matters depends on the
+    node having GPUs: the check runs when some pasted section shows them (nvidia-smi, its topology,
+    collect_env); otherwise a build without CUDA support is stated, not judged."""
+    from distdoctor.testing import FakeHost
+
+    label = f"Open MPI {info.version}" if info.version else "Open MPI"
+    if not gpus and info.cuda_support is False:
+        return [_note(where, Status.OK, f"pasted ompi_info at {where}: {label} is built without CUDA support (the "
+                                        f"paste does not show whether the node has GPUs; on a GPU node "
+                                        f"build.mpi-cuda-aware warns)", {"cuda_flags": dict(info.cuda_keys)})]
+    host = FakeHost(commands={"ompi_info": section.text}, hostname="pasted",
+                    dirs={"/proc/driver/nvidia/gpus": [f"0000:{k:02x}:00.0" for k in range(gpus)]} if gpus else None)
+    return [CheckRun(r.id, f"{r.title} (pasted ompi_info at {where})", r.tags + ("pasted",), r.status, r.findings,
+                     r.duration, f"pasted ompi_info at {where}" + (f"; {gpus} GPU(s) from the paste" if gpus else ""))
+            for r in _run_checks(("build.mpi-cuda-aware",), host)]
 
 
 def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:

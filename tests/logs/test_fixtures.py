@@ -13,7 +13,7 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 # NCCL logs, pasted-tool captures (each judged as if pasted into an issue) and issue-like pastes
 LOGS = sorted(glob.glob(os.path.join(DATA, "nccl_debug", "*.txt")) + glob.glob(os.path.join(DATA, "collect_env", "*.txt"))
               + glob.glob(os.path.join(DATA, "ibstat", "*.txt")) + glob.glob(os.path.join(DATA, "nvidia_smi_topo", "*.txt"))
-              + glob.glob(os.path.join(DATA, "ip_addr", "*.txt")) + glob.glob(os.path.join(DATA, "logs", "*", "*.md"))
+              + glob.glob(os.path.join(DATA, "ip_addr", "*.txt")) + glob.glob(os.path.join(DATA, "ompi_info", "*.txt")) + glob.glob(os.path.join(DATA, "logs", "*", "*.md"))
               + glob.glob(os.path.join(DATA, "logs", "*", "*.log")))
 LOGS = [p for p in LOGS if os.path.basename(p) != "INDEX.md"]
 

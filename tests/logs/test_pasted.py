@@ -118,3 +118,18 @@ def test_pasted_nvidia_smi_header_gives_the_drivers_cuda():
     compat = next(r for r in runs if r.id == "gpu.cuda-compat")
     assert compat.source.endswith("the driver's CUDA 10.2 from the pasted nvidia-smi header")
     assert compat.status == Status.OK
+
+
+def test_ompi_info_judged_when_the_paste_shows_gpus():
+    text = ("ompi_info says:\n\n" + _read("ompi_info", "ompi_info_parsable_grep_cuda_false_cluster.txt") + "\nand\n\n"
+            + _read("nvidia_smi_topo", "topo_4xA10_allSYS_2nic.txt"))
+    runs = {r.id: r for r in pasted.runs([("x", text)])}
+    aware = runs["build.mpi-cuda-aware"]
+    assert aware.status == Status.WARN
+    assert "built without CUDA support, on a node with 4 GPU(s)" in aware.findings[0].summary
+
+
+def test_ompi_info_without_gpus_in_the_paste_is_stated_not_judged():
+    runs = pasted.runs([("x", _read("ompi_info", "ompi_info_parsable_grep_cuda_false_cluster.txt"))])
+    assert [(r.id, r.status) for r in runs] == [("log.pasted-output", Status.OK)]
+    assert "does not show whether the node has GPUs" in runs[0].findings[0].summary

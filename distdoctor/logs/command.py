@@ -64,7 +64,8 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
     started = time.monotonic()
     files, problems = reader.expand(paths, max_files if max_files is not None else reader.MAX_FILES)
     stats = reader.Stats()
-    scanner = Scanner(matcher, use_grep=use_grep)
+    pastes = pasted.Collector()
+    scanner = Scanner(matcher, use_grep=use_grep, on_text=pastes.add)
     scanner.feed(reader.blocks(files, stats, stdin=stdin, block=block or reader.BLOCK,
                                max_bytes=max_bytes if max_bytes is not None else reader.MAX_BYTES))
     scan = scanner.resolve()
@@ -88,7 +89,7 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
                              lambda: diagnose.diagnose(scan, hang_gap, infofacts.address_book(scan))))
         runs.append(_guarded("log.nccl-setup", "NCCL's setup agrees across ranks", lambda: infofacts.judge(scan)))
         try:
-            runs.extend(pasted.runs(scan.texts))
+            runs.extend(pastes.runs())
         except Exception as exc:  # noqa: BLE001 -- as the engine does for a check: a bug is an ERROR, not a traceback
             runs.append(_error_run("log.pasted-output", "Tool output pasted into the log", exc))
     return runs, bool(stats.files)

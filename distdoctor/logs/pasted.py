@@ -297,29 +297,66 @@ def _parse(section: Section):
     return None
 
 
-def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
-    out: list[CheckRun] = []
-    for source, text in texts:
+class Collector:
+    """Pastes found while the input streams by: only the sections are kept (not the texts), and
+    at most MAX_KEPT bytes of them, so a folder of thousands of small logs stays bounded."""
+
+    MAX_KEPT = 32 * 1024 * 1024
+
+    def __init__(self):
+        self.found: list[tuple[str, list[Section], dict[str, str]]] = []
+        self.notes: list[CheckRun] = []
+        self.kept = 0
+
+    def add(self, source: str, text: str) -> None:
         try:
             sections, env = find(source, text)
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
-            out.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
-            continue
-        # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
-        # the GPUs any section shows tell whether a CUDA-aware MPI matters
-        smi = None
-        gpus = 0
-        for section in sections:
-            if section.kind in ("smi", "topo", "collect_env"):
-                try:
-                    parsed = _parse(section)
-                except ParseError:
-                    continue
-                if section.kind == "smi":
-                    smi = parsed
-                gpus = max(gpus, len(parsed.gpus))
-        for section in sections:
-            out.extend(_judge(section, env, smi, gpus))
+            self.notes.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
+            return
+        if not sections:
+            return
+        size = sum(len(sec.text) for sec in sections)
+        if self.kept + size > self.MAX_KEPT:
+            if self.kept <= self.MAX_KEPT:
+                self.notes.append(_note(source, Status.WARN, f"pasted tool output past the first "
+                                                             f"{self.MAX_KEPT // 2**20} MiB was not judged"))
+            self.kept = self.MAX_KEPT + 1
+            return
+        self.kept += size
+        self.found.append((source, sections, env))
+
+    def runs(self) -> list[CheckRun]:
+        out = list(self.notes)
+        for _source, sections, env in self.found:
+            out.extend(_judge_all(sections, env))
+        return out
+
+
+def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
+    collector = Collector()
+    for source, text in texts:
+        collector.add(source, text)
+    return collector.runs()
+
+
+def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
+    # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
+    # the GPUs any section shows tell whether a CUDA-aware MPI matters
+    smi = None
+    gpus = 0
+    for section in sections:
+        if section.kind in ("smi", "topo", "collect_env"):
+            try:
+                parsed = _parse(section)
+            except ParseError:
+                continue
+            if section.kind == "smi":
+                smi = parsed
+            gpus = max(gpus, len(parsed.gpus))
+    out: list[CheckRun] = []
+    for section in sections:
+        out.extend(_judge(section, env, smi, gpus))
     return out
 
 

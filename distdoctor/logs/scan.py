@@ -80,7 +80,6 @@ class Scan:
     seen: dict[tuple, Seen] = field(default_factory=dict)  # (index, rank, host, pid, local_rank) -> Seen
     pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
     rank_host: dict[int, str] = field(default_factory=dict)
-    texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
     unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
     notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
     ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
@@ -125,8 +124,11 @@ class Prefilter:
 
 class Scanner:
     def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024, host=None,
-                 use_grep: bool = True):
+                 use_grep: bool = True, on_text=None):
+        """on_text(source, text) is handed the whole text of each input small enough to be read
+        line by line (where pasted tool output is looked for)."""
         self.matcher = matcher
+        self.on_text = on_text
         self.max_line = max_line
         self.keep_text = keep_text
         words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
@@ -150,7 +152,8 @@ class Scanner:
             for block in blocks:
                 if block.whole and len(block.data) <= self.keep_text:
                     text = block.data.decode("utf-8", "replace")
-                    self.scan.texts.append((block.source, text))
+                    if self.on_text is not None:
+                        self.on_text(block.source, text)
                     for n, line in enumerate(text.split("\n")[:-1]):
                         self._line(block, block.first_line + n if block.first_line else 0, line)
                 else:

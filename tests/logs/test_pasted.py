@@ -133,3 +133,15 @@ def test_ompi_info_without_gpus_in_the_paste_is_stated_not_judged():
     runs = pasted.runs([("x", _read("ompi_info", "ompi_info_parsable_grep_cuda_false_cluster.txt"))])
     assert [(r.id, r.status) for r in runs] == [("log.pasted-output", Status.OK)]
     assert "does not show whether the node has GPUs" in runs[0].findings[0].summary
+
+
+def test_pastes_kept_are_bounded():
+    collector = pasted.Collector()
+    collector.MAX_KEPT = 3000
+    topo = _read("nvidia_smi_topo", "topo_4xA10_allSYS_2nic.txt")
+    for k in range(5):
+        collector.add(f"f{k}", topo)
+    size = sum(len(sec.text) for sec in pasted.find("x", topo)[0])
+    assert len(collector.found) == 3000 // size == 2
+    notes = [r for r in collector.runs() if r.id == "log.pasted-output"]
+    assert len(notes) == 1 and "was not judged" in notes[0].findings[0].summary

@@ -127,17 +127,17 @@ def split(line: str) -> Prefixed:
     return Prefixed(text, host, rank, local_rank, pid, device, when, when_text, level)
 
 
-_PATH_RANK = (
-    re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),
-    re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?:[/_.-]|$)", re.IGNORECASE),
-)
+_TORCHRUN_DIR = re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
+_RANK_NAME = re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?:[/_.-]|$)", re.IGNORECASE)
 
 
 def rank_from_path(path: str) -> int | None:
-    """torchrun's log folder `<dir>/<run>/attempt_0/3/stderr.log` and names like `rank3.log`."""
-    norm = path.replace("\\", "/")
-    for pattern in _PATH_RANK:
-        m = pattern.search(norm)
-        if m:
-            return int(m.group("rank"))
-    return None
+    """A file named for its rank: `rank3.log`, `train_rank_12.txt`."""
+    m = _RANK_NAME.search(path.replace("\\", "/"))
+    return int(m.group("rank")) if m else None
+
+
+def local_rank_from_path(path: str) -> int | None:
+    """torchrun's log folder, `<dir>/<run>/attempt_0/3/stderr.log`: the local rank on its node."""
+    m = _TORCHRUN_DIR.search(path.replace("\\", "/"))
+    return int(m.group("rank")) if m else None

@@ -139,7 +139,7 @@ class Scanner:
         self.prefilter = Prefilter(words, host, use_grep)
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()
-        self._path_rank: dict[str, int | None] = {}
+        self._path_rank: dict[str, tuple[int | None, int | None]] = {}  # (rank, local rank) from a file name
         self._filter = None
         self._filter_started = False
         self._surveyed = False
@@ -232,18 +232,20 @@ class Scanner:
         p = prefix_mod.split(line)
         scan = self.scan
         if block.source not in self._path_rank:
-            self._path_rank[block.source] = prefix_mod.rank_from_path(block.source)
-        path_rank = self._path_rank[block.source]
-        rank = p.rank if p.rank is not None else None
+            self._path_rank[block.source] = (prefix_mod.rank_from_path(block.source),
+                                             prefix_mod.local_rank_from_path(block.source))
+        path_rank, path_local = self._path_rank[block.source]
+        rank = p.rank
+        local_rank = p.local_rank if p.local_rank is not None else path_local
         if rank is not None and p.pid is not None and p.host:
             scan.pid_rank.setdefault((p.host, p.pid), rank)
         if rank is not None and p.host:
             scan.rank_host.setdefault(rank, p.host)
-        if rank is None and p.local_rank is None and path_rank is not None:
+        if rank is None and local_rank is None and path_rank is not None:
             rank = path_rank
         if rank is not None:
             scan.ranks.add(rank)
-        key = (block.index, rank, p.host, p.pid, p.local_rank)
+        key = (block.index, rank, p.host, p.pid, local_rank)
         seen = scan.seen.get(key)
         if seen is None:
             seen = scan.seen[key] = Seen()
@@ -262,13 +264,13 @@ class Scanner:
         if sig is None:
             if len(scan.unknown) < MAX_UNKNOWN and _ERROR.search(p.body):
                 scan.unknown.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
-                                          p.local_rank, p.pid, p.time, p.time_text, None))
+                                          local_rank, p.pid, p.time, p.time_text, None))
             return
         if len(scan.events) >= MAX_EVENTS:
             scan.dropped[sig.id] += 1
             return
         scan.events.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
-                                 p.local_rank, p.pid, p.time, p.time_text, sig))
+                                 local_rank, p.pid, p.time, p.time_text, sig))
 
     def resolve(self) -> Scan:
         """Attribute events to ranks and hosts with what the whole log taught: a pid seen with

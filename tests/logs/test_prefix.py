@@ -1,6 +1,6 @@
 import pytest
 
-from distdoctor.logs.prefix import rank_from_path, split
+from distdoctor.logs.prefix import local_rank_from_path, rank_from_path, split
 
 
 @pytest.mark.parametrize("line, body, fields", [
@@ -41,12 +41,13 @@ def test_srun_label_wins_over_body_rank():
     assert split("3: [Rank 5] saw an error").rank == 3
 
 
-@pytest.mark.parametrize("path, rank", [
-    ("logs/none/attempt_0/3/stderr.log", 3),
-    ("/x/torchelastic_ab/run_1/attempt_2/15/stdout.log", 15),
-    ("out/rank7.log", 7),
-    ("out/train_rank_12.txt", 12),
-    ("slurm-1234.out", None),
+@pytest.mark.parametrize("path, rank, local_rank", [
+    ("logs/none/attempt_0/3/stderr.log", None, 3),
+    ("/x/torchelastic_ab/run_1/attempt_2/15/stdout.log", None, 15),
+    ("out/rank7.log", 7, None),
+    ("out/train_rank_12.txt", 12, None),
+    ("slurm-1234.out", None, None),
 ])
-def test_rank_from_path(path, rank):
+def test_ranks_from_paths(path, rank, local_rank):
     assert rank_from_path(path) == rank
+    assert local_rank_from_path(path) == local_rank

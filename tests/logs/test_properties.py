@@ -41,6 +41,7 @@ def test_prefix_split(text):
         p = prefix.split(line)
         assert isinstance(p.body, str)
     prefix.rank_from_path(text)
+    prefix.local_rank_from_path(text)
     redact_text(text)
 
 

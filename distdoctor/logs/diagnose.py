@@ -2,9 +2,11 @@
 log shows no error at all, which ranks went quiet first.
 
 Order is time where the log gives it, then input and line order. The root cause is the
-earliest event whose signature is a "root"; consequences (watchdog timeouts, resets by a peer)
-that the catalogue says follow from it are folded into its finding ("511 ranks then timed out
-in ALLREDUCE") instead of being reported one per rank. Pure: a Scan in, findings out.
+earliest event whose signature is a "root" (a generic root the catalogue says another present
+root explains yields to it); consequences (watchdog timeouts, resets by a peer) that came after
+it, or that the catalogue ties to it, are folded into its finding ("511 ranks then timed out in
+ALLREDUCE") instead of being reported one per rank. Without any signature, the earliest
+exception or signal is still named. Pure: a Scan in, findings out.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ traceback, in bounded time and memory."""
 import gzip
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -100,10 +99,10 @@ def test_a_sparse_10_gib_file_is_skipped_quickly(tmp_path):
     path = tmp_path / "sparse.log"
     with open(path, "wb") as fh:
         fh.truncate(10 * 2**30)  # all NUL bytes, no disk used: a log of a node that lost power
-    start = time.monotonic()
     doc = load_report(_log("--json", str(path), timeout=60).stdout.decode())
-    assert time.monotonic() - start < 30
-    assert "is not text" in _checks(doc)["log.input"]["findings"][0]["summary"]
+    findings = _checks(doc)["log.input"]["findings"]
+    assert "is not text" in findings[0]["summary"]
+    assert findings[-1]["evidence"]["bytes"] == 0  # one sniffed block, nothing read as text
 
 
 def test_a_large_text_file_is_read_head_and_tail(tmp_path):
@@ -121,9 +120,7 @@ def test_a_directory_of_5000_files(tmp_path):
     folder.mkdir()
     for i in range(5000):
         (folder / f"slurm-{i:05d}.out").write_bytes(b"%d: step ok\n" % i)
-    start = time.monotonic()
     doc = load_report(_log("--json", str(folder)).stdout.decode())
-    assert time.monotonic() - start < 60
     summaries = [f["summary"] for f in _checks(doc)["log.input"]["findings"]]
     assert any("more than 2000 files" in s for s in summaries)
     assert any(s.startswith("read 2000 lines") and "from 2000 files" in s for s in summaries)

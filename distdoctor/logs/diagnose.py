@@ -149,6 +149,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
                 findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
                                         explanation=c.signature.meaning, fix=fix_lines(c.signature, e),
                                         evidence=_evidence(c, e)))
+    elif any("rank" in r for r in scan.elastic):
+        findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
     elif consequences:
         c = consequences[0]
         e = c.first
@@ -181,6 +183,39 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {g.count} lines)", subject=g.signature.id,
                                 explanation=g.signature.meaning, evidence=_evidence(g, e)))
     return findings
+
+
+def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Finding:
+    """No signature names a cause, but torchrun's report says which worker failed first."""
+    rank, host = record["rank"], record.get("host", "")
+    code, sig = record.get("exitcode"), record.get("signal", "")
+    how = f"exit code {code}" + (f" ({sig})" if sig else "") if code is not None else "failed"
+    own = [e for e in scan.unknown if e.rank == rank and "WARN" not in e.body[:80]]
+    first_error = min(own, key=lambda e: e.order).body.strip()[:200] if own else ""
+    summary = f"rank {rank}{' on ' + host if host else ''} failed first ({how}, as torchrun reports)"
+    if first_error:
+        summary += f": {redact_text(first_error)}"
+    then = [f"{_ranks_phrase(c)}: {c.signature.title}" for c in consequences
+            if c.ranks - {rank} or not c.ranks]
+    if then:
+        summary += "; then " + "; ".join(then)
+    where_ = f"{record['source']}:{record['line']}" if record.get("line") else record["source"]
+    target = f"ssh {host} " if host else ""
+    if sig in ("SIGKILL", "SIGTERM") or code in (-9, 137):
+        if host:
+            fix = ("# killed from outside: the kernel's OOM killer, Slurm's memory limit or a scheduler\n"
+                   f"{target}dmesg -T | grep -i -E 'killed process|out of memory'")
+        else:
+            fix = ("# killed from outside: on the node that ran it, look for the OOM killer:\n"
+                   "# dmesg -T | grep -i -E 'killed process|out of memory'")
+    else:
+        fix = f"# read rank {rank}'s own output (its traceback is its first error); torchrun's report is at {where_}"
+    return Finding(Status.FAIL, summary, subject="torch.elastic-root-cause",
+                   explanation="torchrun's agent saw this worker die first; no line in the log matched a known "
+                               "failure signature, so the exit status is the best evidence.",
+                   fix=fix, evidence={"rank": rank, "host": host, "exitcode": code, "signal": sig,
+                                      "pid": record.get("pid"), "time": record.get("time", ""), "where": where_,
+                                      "traceback": redact_text(record.get("traceback", ""))[:500]})
 
 
 def _unknown_finding(scan: Scan) -> Finding:

@@ -37,6 +37,13 @@ ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dump
 _ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bNCCL WARN\b|^(?:\S+ )?WARN \S|"
                     r"Segmentation fault|core dumped|\bFATAL\b")
 MAX_UNKNOWN = 1000
+# torchrun's own verdict when a worker dies ("Root Cause (first observed failure):" then
+# `host      : node1`, `rank      : 1 (local_rank: 1)`, `exitcode  : -9 (pid: 1234) (SIGKILL)`,
+# torch/distributed/elastic/multiprocessing/errors): the rank that failed first, even when
+# it died without a word (a SIGKILL from the OOM killer)
+ELASTIC_KEYWORDS = ("Root Cause (first observed failure)", "host      : ", "(local_rank: ", "exitcode  : ",
+                    "traceback : ", "time      : ")
+_ELASTIC_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|traceback)\s*: ?(?P<value>.*)$")
 TAIL_LINES = 64
 MAX_TAIL_LINES = 2048
 MAX_EVENTS = 20_000
@@ -83,6 +90,7 @@ class Scan:
     unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
     notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
     ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
+    elastic: list[dict] = field(default_factory=list)  # torchrun's "Root Cause" records, in input order
     long_lines: int = 0
 
 
@@ -131,7 +139,8 @@ class Scanner:
         self.on_text = on_text
         self.max_line = max_line
         self.keep_text = keep_text
-        words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
+        words = ({k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
+                 | set(ELASTIC_KEYWORDS))
         if host is None and use_grep:
             from distdoctor.host import Host
 
@@ -143,6 +152,7 @@ class Scanner:
         self._filter = None
         self._filter_started = False
         self._surveyed = False
+        self._elastic: dict | None = None  # a torchrun Root Cause record being read
         self._fed = 0  # lines written to the filter so far
         self._span_starts: list[int] = []  # grep's line number of each fed block's first line
         self._spans: list[Block] = []  # those blocks, without their data
@@ -258,6 +268,7 @@ class Scanner:
                 seen.last = p.time
         if liveness_only:
             return
+        self._torchrun_root(block, line_no, p)
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
         sig = self.matcher.match(p.body)
@@ -271,6 +282,36 @@ class Scanner:
             return
         scan.events.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
                                  local_rank, p.pid, p.time, p.time_text, sig))
+
+    def _torchrun_root(self, block: Block, line_no: int, p) -> None:
+        body = p.body
+        if "Root Cause (first observed failure)" in body:
+            self._elastic = {"source": block.source, "index": block.index, "line": line_no}
+            if len(self.scan.elastic) < 100:
+                self.scan.elastic.append(self._elastic)
+            return
+        record = self._elastic
+        if record is None or record["index"] != block.index:
+            return
+        m = _ELASTIC_FIELD.match(body)
+        if not m or m.group("key") in record:
+            return
+        key, value = m.group("key"), m.group("value").strip()
+        if key == "rank":
+            r = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", value)
+            if r:
+                record["rank"] = int(r.group(1))
+                record["local_rank"] = int(r.group(2)) if r.group(2) else None
+        elif key == "exitcode":
+            r = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?\s*(?:\((\w+)\))?", value)
+            if r:
+                record["exitcode"] = int(r.group(1))
+                record["pid"] = int(r.group(2)) if r.group(2) else None
+                record["signal"] = r.group(3) or ""
+        else:
+            record[key] = value
+        if key == "traceback":
+            self._elastic = None
 
     def resolve(self) -> Scan:
         """Attribute events to ranks and hosts with what the whole log taught: a pid seen with

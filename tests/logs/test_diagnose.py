@@ -233,44 +233,13 @@ def test_a_generic_root_yields_to_the_root_the_catalogue_says_explains_it(tmp_pa
     assert "nccl.unhandled-system-error" in root.evidence["consequences"]
 
 
-TORCHRUN_REPORT = """\
-[W1124 08:49:00.278894618 socket.cpp:207] [c10d] The hostname of the client socket cannot be retrieved. err=-3
-[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.2]:35523
-W1124 08:49:05.123000 140 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 141 closing signal SIGTERM
-E1124 08:49:05.456000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 1 (pid: 142) of binary: /usr/bin/python3
-Traceback (most recent call last):
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2024-11-24_08:49:05
-  host      : node1
-  rank      : 0 (local_rank: 0)
-  exitcode  : 1 (pid: 141)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2024-11-24_08:49:05
-  host      : node1
-  rank      : 1 (local_rank: 1)
-  exitcode  : -9 (pid: 142)
-  error_file: <N/A>
-  traceback : Signal 9 (SIGKILL) received by PID 142
-============================================================
-"""
-
-
 @pytest.mark.parametrize("block", [None, 512])
-def test_torchrun_root_cause_names_the_rank_that_died_silently(tmp_path, block):
-    path = tmp_path / "torchrun.log"
-    path.write_text(TORCHRUN_REPORT)
-    runs, _ok = analyse([str(path)], matcher=STUB, block=block)
+def test_torchrun_root_cause_names_the_rank_that_died_silently(block):
+    # recorded on this machine with real torchrun and gloo (tests/data/logs/torchrun/INDEX.md)
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "logs", "torchrun", "sigkill-rank1.log")
+    runs, _ok = analyse([path], matcher=STUB, block=block)
     f = {r.id: r for r in runs}["log.diagnosis"].findings[0]
     assert f.status == Status.FAIL
-    assert f.summary.startswith("rank 1 on node1 failed first (exit code -9, as torchrun reports)")
-    assert f.fix.splitlines()[1] == "ssh node1 dmesg -T | grep -i -E 'killed process|out of memory'"
-    assert f.evidence["traceback"] == "Signal 9 (SIGKILL) received by PID 142"
+    assert f.summary == "rank 1 on localhost failed first (exit code -9 (SIGKILL), as torchrun reports)"
+    assert f.fix.splitlines()[1] == "ssh localhost dmesg -T | grep -i -E 'killed process|out of memory'"
+    assert f.evidence["traceback"].startswith("Signal 9 (SIGKILL) received by PID ")

@@ -28,7 +28,8 @@ _IP_FULL = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?:\s+<[^>]*>")
 _IP_ONELINE = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?\s+inet6?\s+\S+/\d+")
 _IFCONFIG = re.compile(r"^[^\s:]+(?::\d+)?:?\s+(?:flags=\d+<|Link encap:)")
 _IP_BRIEF = re.compile(r"^(?!\d+:)[A-Za-z][\w.@-]*\s+(?:UP|DOWN|UNKNOWN|LOWERLAYERDOWN)\s*(?:\S+/\d+\s*)*$")
-_TOPO = re.compile(r"^\s*GPU0(?:\s|$)|^\s*\S*\s*GPU0\s+GPU1\b|\bGPU0\s+(?:NIC0|mlx|CPU Affinity)")
+# the header row of a topology matrix: GPU0 followed by GPU1, a NIC or the affinity columns
+_TOPO = re.compile(r"\bGPU0\s+(?:GPU1|NIC0|mlx\w*|CPU Affinity)\b")
 _IB = re.compile(r"^\s*(?:CA '[^']+'|hca_id:\s*\S+)")
 _ENV = re.compile(r"^\s*(?:export\s+|declare -x\s+)?(?P<k>(?:NCCL|GLOO|TORCH|OMPI_MCA|UCX|SLURM|PMIX)_\w+|MASTER_ADDR|"
                   r"MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|CUDA_VISIBLE_DEVICES)=(?P<v>.*?)\s*$")

@@ -145,3 +145,8 @@ def test_pastes_kept_are_bounded():
     assert len(collector.found) == 3000 // size == 2
     notes = [r for r in collector.runs() if r.id == "log.pasted-output"]
     assert len(notes) == 1 and "was not judged" in notes[0].findings[0].summary
+
+
+def test_log_lines_that_merely_mention_gpu0_are_not_a_topology():
+    sections, _env = pasted.find("x", "GPU0 temperature is 80C\nGPU0 utilization 100%\n0: GPU0 ready\n")
+    assert sections == []

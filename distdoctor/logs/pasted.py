@@ -9,7 +9,8 @@ the engine. What the paste does not show stays unknown rather than guessed, with
 exception said here: a paste shows interface names and addresses but not what the kernel
 says each interface is, so bridges, veths, overlays and loopback are recognised by name.
 
-Only small inputs are searched for pastes (see scan.py: the whole text of a one-block input).
+Only small inputs are searched for pastes (see scan.py: the whole text of a one-block input,
+up to WHOLE_BUDGET bytes of them).
 """
 
 from __future__ import annotations

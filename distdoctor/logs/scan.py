@@ -46,6 +46,9 @@ ELASTIC_KEYWORDS = ("Root Cause (first observed failure)", "host      : ", "(loc
 _ELASTIC_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|traceback)\s*: ?(?P<value>.*)$")
 TAIL_LINES = 64
 MAX_TAIL_LINES = 2048
+# Small inputs are read line by line (and searched for pasted tool output) up to this many bytes
+# in all: a folder of 512 ranks' 4 MiB logs goes through the fast path after the first few.
+WHOLE_BUDGET = 8 * 1024 * 1024
 MAX_EVENTS = 20_000
 MAX_INFO_LINES = 20_000
 
@@ -152,6 +155,7 @@ class Scanner:
         self._filter = None
         self._filter_started = False
         self._surveyed = False
+        self._whole_bytes = 0
         self._elastic: dict | None = None  # a torchrun Root Cause record being read
         self._fed = 0  # lines written to the filter so far
         self._span_starts: list[int] = []  # grep's line number of each fed block's first line
@@ -160,7 +164,9 @@ class Scanner:
     def feed(self, blocks: Iterable[Block]) -> Scan:
         try:
             for block in blocks:
-                if block.whole and len(block.data) <= self.keep_text:
+                if block.whole and len(block.data) <= self.keep_text \
+                        and self._whole_bytes + len(block.data) <= WHOLE_BUDGET:
+                    self._whole_bytes += len(block.data)
                     text = block.data.decode("utf-8", "replace")
                     if self.on_text is not None:
                         self.on_text(block.source, text)

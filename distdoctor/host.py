@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno as errno_mod
 import os
 import platform
+import queue
 import re
 import resource
 import shutil
@@ -561,8 +562,6 @@ class LineFilter:
     fill and stall the other while the caller keeps reading its own input."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, kill):
-        import queue
-
         self.proc = proc
         self.timeout = timeout
         self._kill = kill
@@ -593,15 +592,16 @@ class LineFilter:
                 pass
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._lock:
-                self._lines.append(line)
+        try:
+            for line in self.proc.stdout:
+                with self._lock:
+                    self._lines.append(line)
+        except (ValueError, OSError):
+            pass  # close() gave up on a filter that would not finish and closed the pipe
 
     def feed(self, data: bytes) -> None:
         """Queue data for the filter; a filter that stops reading for `timeout` is killed (its
         output so far is kept, and `error` says so) rather than blocking the caller."""
-        import queue
-
         if self.error:
             return
         try:
@@ -616,9 +616,7 @@ class LineFilter:
         return lines
 
     def close(self) -> tuple[list[bytes], int | None]:
-        """(the remaining output lines, the exit code; None when it had to be killed)."""
-        import queue
-
+        """(the remaining output lines, the exit code; None when it had to be killed here)."""
         try:
             self._input.put(None, timeout=self.timeout)
         except queue.Full:

@@ -89,15 +89,17 @@ def generate(path: str, size: int) -> int:
         return written
 
 
-def measured(argv: list[str]) -> tuple[float, float, str, int]:
-    """(seconds, peak RSS MiB of this child alone, stdout, exit code)."""
+def measured(argv: list[str]) -> tuple[float, float, str, int, float]:
+    """(seconds, peak RSS MiB of this child alone, stdout, exit code, CPU seconds of the child
+    and the children it waited for: distdoctor's grep)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     elapsed = time.perf_counter() - start
-    return elapsed, usage.ru_maxrss / 1024.0, out.decode("utf-8", "replace"), proc.returncode
+    return (elapsed, usage.ru_maxrss / 1024.0, out.decode("utf-8", "replace"), proc.returncode,
+            usage.ru_utime + usage.ru_stime)
 
 
 def main() -> int:
@@ -105,21 +107,26 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the generated log (its path is printed)")
+    ap.add_argument("--reuse", metavar="PATH", help="measure a log an earlier --keep run generated")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="distdoctor-bench-log-")
-    path = os.path.join(workdir, "slurm-4242.out")
+    path = args.reuse or os.path.join(workdir, "slurm-4242.out")
     try:
-        start = time.perf_counter()
-        size = generate(path, args.size_mib * 2**20)
-        print(f"generated {size / 2**20:.0f} MiB, {RANKS} ranks, in {time.perf_counter() - start:.1f} s: {path}")
+        if args.reuse:
+            args.size_mib = round(os.path.getsize(path) / 2**20)
+        else:
+            start = time.perf_counter()
+            size = generate(path, args.size_mib * 2**20)
+            print(f"generated {size / 2**20:.0f} MiB, {RANKS} ranks, in {time.perf_counter() - start:.1f} s: {path}")
         log_argv = distdoctor_argv() + ["log", "--json", path]
         grep_argv = ["grep", "-c", "WARN", path]
         measured(grep_argv)  # page cache
-        ours, theirs, rss_ours, rss_theirs = [], [], [], []
+        ours, theirs, rss_ours, rss_theirs, cpu_ours = [], [], [], [], []
         verdict = ""
         for _ in range(args.pairs):
-            t, rss, out, code = measured(log_argv)
+            t, rss, out, code, cpu = measured(log_argv)
             ours.append(t)
+            cpu_ours.append(cpu)
             rss_ours.append(rss)
             if code != 1:
                 print(f"warning: distdoctor log exited {code}, expected 1 (a failure diagnosed)")
@@ -129,16 +136,17 @@ def main() -> int:
                 verdict = diag["findings"][0]["summary"]
             except (ValueError, StopIteration, KeyError, IndexError) as exc:
                 verdict = f"unreadable report: {exc}"
-            t, rss, _out, _code = measured(grep_argv)
+            t, rss, _out, _code, _cpu = measured(grep_argv)
             theirs.append(t)
             rss_theirs.append(rss)
         ratio = statistics.median(a / b for a, b in zip(ours, theirs))
         print(f"pairs: {args.pairs}")
         print(f"distdoctor log  median {statistics.median(ours):.2f} s  (min {min(ours):.2f}, max {max(ours):.2f})"
-              f"  peak RSS {max(rss_ours):.0f} MiB")
+              f"  peak RSS {max(rss_ours):.0f} MiB  CPU {statistics.median(cpu_ours):.1f} s (grep's included)")
         print(f"grep -c WARN    median {statistics.median(theirs):.2f} s  (min {min(theirs):.2f}, max {max(theirs):.2f})"
               f"  peak RSS {max(rss_theirs):.0f} MiB")
         print(f"median ratio distdoctor/grep: {ratio:.1f}")
+        print(f"load average when done: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         print(f"diagnosis: {verdict}")
         ok = verdict.startswith(f"rank {FAILING} on {_host(FAILING)} failed first")
         goal = statistics.median(ours) <= 15 * args.size_mib / 1024 and max(rss_ours) <= 150

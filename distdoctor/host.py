@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno as errno_mod
 import os
 import platform
+import queue
 import re
 import resource
 import selectors
@@ -193,6 +194,33 @@ class Host:
         if result.returncode == 0 and not result.timed_out and not result.error:
             self.cache.put(key, result.returncode, result.stdout, result.stderr)
         return result
+
+    def line_filter(self, argv: Sequence[str], timeout: float) -> LineFilter | None:
+        """Start argv once as a streaming filter (`grep -F -n ...` for `distdoctor log`): feed
+        it bytes, collect its output lines while it runs. None when the command is missing.
+        `timeout` bounds the wait for its last output after the input ends."""
+        run_env = dict(self.env)
+        run_env["LC_ALL"] = "C"
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=run_env.get("PATH", os.defpath))
+        if exe is None:
+            return None
+        token = reaper.new_token()
+        run_env[reaper.TOKEN_VAR] = token
+        try:
+            proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, env=run_env, start_new_session=True)
+        except OSError:
+            return None
+        reaper.started(proc.pid, token)
+
+        def kill(proc: subprocess.Popen) -> None:
+            reaper.kill_tree(proc.pid, token)
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+
+        return LineFilter(proc, timeout, kill, ended=lambda: reaper.ended(proc.pid))
 
     def python(self, code: str, timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         """Run a snippet in a fresh interpreter: how distdoctor asks about torch or loads a
@@ -621,3 +649,87 @@ def _feed(pipe, data: bytes) -> None:
             pipe.close()
         except (BrokenPipeError, OSError):
             pass
+
+
+class LineFilter:
+    """A running filter process: `feed()` queues input that a writer thread sends to its stdin,
+    a reader thread collects its stdout lines; `take()` returns the lines so far, `close()`
+    ends the input and waits (bounded) for the rest. Two threads so that neither pipe can
+    fill and stall the other while the caller keeps reading its own input."""
+
+    def __init__(self, proc: subprocess.Popen, timeout: float, kill, ended=lambda: None):
+        self.proc = proc
+        self.timeout = timeout
+        self._kill = kill
+        self._ended = ended
+        self._input: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._lines: list[bytes] = []
+        self._lock = threading.Lock()
+        self.error = ""
+        self._writer = threading.Thread(target=self._write, daemon=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._writer.start()
+        self._reader.start()
+
+    def _write(self) -> None:
+        try:
+            while True:
+                data = self._input.get()
+                if data is None:
+                    break
+                self.proc.stdin.write(data)
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            self.error = self.error or f"the filter stopped reading its input: {exc}"
+            while self._input.get() is not None:  # keep feed() from blocking forever
+                pass
+        finally:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+
+    def _read(self) -> None:
+        try:
+            for line in self.proc.stdout:
+                with self._lock:
+                    self._lines.append(line)
+        except (ValueError, OSError):
+            pass  # close() gave up on a filter that would not finish and closed the pipe
+
+    def feed(self, data: bytes) -> None:
+        """Queue data for the filter; a filter that stops reading for `timeout` is killed (its
+        output so far is kept, and `error` says so) rather than blocking the caller."""
+        if self.error:
+            return
+        try:
+            self._input.put(data, timeout=self.timeout)
+        except queue.Full:
+            self.error = f"the filter read nothing for {self.timeout:g} s and was stopped"
+            self._kill(self.proc)
+
+    def take(self) -> list[bytes]:
+        with self._lock:
+            lines, self._lines = self._lines, []
+        return lines
+
+    def close(self) -> tuple[list[bytes], int | None]:
+        """(the remaining output lines, the exit code; None when it had to be killed here)."""
+        try:
+            self._input.put(None, timeout=self.timeout)
+        except queue.Full:
+            self._kill(self.proc)  # the writer is stuck on a full pipe: this unblocks it
+        self._writer.join(self.timeout)
+        self._reader.join(self.timeout)
+        code = None
+        if self._reader.is_alive():
+            self._kill(self.proc)
+            self.error = self.error or f"the filter did not finish within {self.timeout:g} s"
+        else:
+            try:
+                code = self.proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self._kill(self.proc)
+        self.proc.stdout.close()
+        if self.proc.poll() is not None:
+            self._ended()
+        return self.take(), code

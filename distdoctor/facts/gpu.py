@@ -34,6 +34,14 @@ CHECK_TIMEOUT = 20.0
 # release (CUDA toolkit release notes, table 3) gives the highest CUDA such a driver runs.
 _OLD_DRIVER_CUDA = (((396, 26), "9.2"), ((390, 46), "9.1"), ((384, 81), "9.0"), ((367, 48), "8.0"),
                     ((352, 31), "7.5"), ((346, 46), "7.0"))
+# The Linux x86_64 driver each CUDA toolkit release needs (NVIDIA's CUDA Toolkit release
+# notes, table 3): a driver supports every CUDA up to the newest row it meets. Used where only
+# the driver version is known (a pasted collect_env); a live node asks the driver itself.
+_DRIVER_CUDA = (((570, 26), "12.8"), ((560, 28), "12.6"), ((555, 42), "12.5"), ((550, 54), "12.4"),
+                ((545, 23), "12.3"), ((535, 54), "12.2"), ((530, 30), "12.1"), ((525, 60), "12.0"),
+                ((520, 61), "11.8"), ((515, 43), "11.7"), ((510, 39), "11.6"), ((495, 29), "11.5"),
+                ((470, 42), "11.4"), ((465, 19), "11.3"), ((460, 27), "11.2"), ((455, 23), "11.1"),
+                ((450, 36), "11.0"), ((440, 33), "10.2"), ((418, 39), "10.1"), ((410, 48), "10.0"))
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,19 @@ def cuda_for_old_driver(driver: str) -> str | None:
         if parts >= minimum:
             return cuda
     return None
+
+
+def cuda_for_driver(driver: str) -> str | None:
+    """The newest CUDA a Linux driver of this version supports, from the release-notes table
+    (older drivers through _OLD_DRIVER_CUDA); None when the version is unreadable."""
+    try:
+        parts = tuple(int(p) for p in driver.split(".")[:2])
+    except ValueError:
+        return None
+    for minimum, cuda in _DRIVER_CUDA:
+        if parts >= minimum:
+            return cuda
+    return cuda_for_old_driver(driver)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report here (atomically) instead of stdout")
     parser.add_argument("-v", "--verbose", action="store_true", help="show OK findings and explanations")
+    parser.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
+                        help="lowest status that makes the exit code non-zero (default: fail)")
     parser.add_argument("--max-files", type=int, default=reader.MAX_FILES, metavar="N",
                         help=f"read at most N files from each directory (default {reader.MAX_FILES})")
     parser.add_argument("--max-bytes", type=_size, default=reader.MAX_BYTES, metavar="SIZE",
@@ -63,13 +65,15 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
     started = time.monotonic()
     files, problems = reader.expand(paths, max_files if max_files is not None else reader.MAX_FILES)
     stats = reader.Stats()
-    scanner = Scanner(matcher, use_grep=use_grep)
+    pastes = pasted.Collector()
+    scanner = Scanner(matcher, use_grep=use_grep, on_text=pastes.add)
     scanner.feed(reader.blocks(files, stats, stdin=stdin, block=block or reader.BLOCK,
                                max_bytes=max_bytes if max_bytes is not None else reader.MAX_BYTES))
     scan = scanner.resolve()
     read_s = time.monotonic() - started
     problems += stats.problems
     input_findings = [Finding(p.status, p.message, subject=p.path) for p in problems]
+    input_findings += [Finding(Status.WARN, note) for note in scan.notes]
     long_lines = stats.truncated_lines + scan.long_lines
     if long_lines:
         input_findings.append(Finding(Status.WARN, f"{long_lines} line(s) longer than 64 KiB: read truncated"))
@@ -82,10 +86,27 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
                                   evidence={"files": stats.files, "bytes": stats.bytes, "lines": stats.lines}))
     runs = [_run("log.input", "The input could be read", input_findings, read_s)]
     if stats.files:
-        runs.append(_run("log.diagnosis", "What failed first, on which rank and host", diagnose.diagnose(scan, hang_gap)))
-        runs.append(_run("log.nccl-setup", "NCCL's setup agrees across ranks", infofacts.judge(scan)))
-        runs.extend(pasted.runs(scan.texts))
+        runs.append(_guarded("log.diagnosis", "What failed first, on which rank and host",
+                             lambda: diagnose.diagnose(scan, hang_gap, infofacts.address_book(scan))))
+        runs.append(_guarded("log.nccl-setup", "NCCL's setup agrees across ranks", lambda: infofacts.judge(scan)))
+        try:
+            runs.extend(pastes.runs())
+        except Exception as exc:  # noqa: BLE001 -- as the engine does for a check: a bug is an ERROR, not a traceback
+            runs.append(_error_run("log.pasted-output", "Tool output pasted into the log", exc))
     return runs, bool(stats.files)
+
+
+def _error_run(check_id: str, title: str, exc: Exception) -> CheckRun:
+    finding = Finding(Status.ERROR, f"{check_id} failed: {type(exc).__name__}: {exc}",
+                      fix="# please report this with the log (or the lines around the failure) to distdoctor")
+    return CheckRun(check_id, title, ("log",), Status.ERROR, (finding,), 0.0, "log")
+
+
+def _guarded(check_id: str, title: str, judge) -> CheckRun:
+    try:
+        return _run(check_id, title, judge())
+    except Exception as exc:  # noqa: BLE001 -- as the engine does for a check: a bug is an ERROR, not a traceback
+        return _error_run(check_id, title, exc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,8 +118,14 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     if args.paths.count("-") > 1:
         raise cli.UsageError("stdin (-) can be read only once")
-    runs, readable = analyse(args.paths, stdin=sys.stdin.buffer, max_files=args.max_files,
-                             max_bytes=args.max_bytes, hang_gap=args.hang_gap)
+    try:
+        runs, readable = analyse(args.paths, stdin=sys.stdin.buffer, max_files=args.max_files,
+                                 max_bytes=args.max_bytes, hang_gap=args.hang_gap)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a bug while reading: say so in one line, never a traceback
+        print(f"distdoctor: reading the log failed: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
+        return EXIT_ERROR
     from distdoctor.host import Host
 
     report = build_report(runs, host=Host().hostname(), context=detect_context({}), started=started_wall,
@@ -116,4 +143,4 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OUTPUT
     if not readable:
         return EXIT_ERROR
-    return exit_code(report.runs)
+    return exit_code(report.runs, args.fail_on)

@@ -2,9 +2,11 @@
 log shows no error at all, which ranks went quiet first.
 
 Order is time where the log gives it, then input and line order. The root cause is the
-earliest event whose signature is a "root"; consequences (watchdog timeouts, resets by a peer)
-that the catalogue says follow from it are folded into its finding ("511 ranks then timed out
-in ALLREDUCE") instead of being reported one per rank. Pure: a Scan in, findings out.
+earliest event whose signature is a "root" (a generic root the catalogue says another present
+root explains yields to it); consequences (watchdog timeouts, resets by a peer) that came after
+it, or that the catalogue ties to it, are folded into its finding ("511 ranks then timed out in
+ALLREDUCE") instead of being reported one per rank. Without any signature, the earliest
+exception or signal is still named. Pure: a Scan in, findings out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from distdoctor.grammar import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
+# the peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
+# "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>"
+_PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
 _PLACEHOLDER = re.compile(r"\{(?:host|rank)\}")
 
 
@@ -98,25 +103,39 @@ def _evidence(g: Group, first: Event) -> dict:
 
 
 def _explains(root: Group, other: Group) -> bool:
-    """A consequence follows from the root when the catalogue says so, or when it names no
-    cause and came after it; one the catalogue ties to other causes stays separate."""
-    of = tuple(other.signature.consequence_of)
-    if root.signature.id in of:
-        return True
-    return not of and other.first.order >= root.first.order
+    """A consequence (a watchdog timeout, a reset by a peer) follows from the root when it came
+    after it, or when the catalogue ties it to this root wherever it appears in the log."""
+    return other.first.order >= root.first.order or root.signature.id in tuple(other.signature.consequence_of)
 
 
-def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
+def _peer_note(e: Event, book: dict[str, str]) -> str:
+    m = _PEER.search(e.body)
+    if not m or not book:
+        return ""
+    who = book.get(m.group("addr"))
+    return f" (the peer {m.group('addr')} is {who})" if who else ""
+
+
+def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | None = None) -> list[Finding]:
+    """book: {address: who} of the ranks' advertised addresses (infofacts.address_book)."""
+    book = book or {}
     gs = groups(scan)
     roots = [g for g in gs if g.signature.severity == "root"]
     consequences = [g for g in gs if g.signature.severity == "consequence"]
+    # A generic root ("unhandled system error") that the catalogue says another root present in
+    # the log explains is that root's consequence, whichever rank printed it first.
+    present = {g.signature.id for g in roots}
+    explained = [g for g in roots if present & (set(g.signature.consequence_of) - {g.signature.id})]
+    if explained and len(explained) < len(roots):
+        roots = [g for g in roots if g not in explained]
+        consequences = sorted(consequences + explained, key=lambda g: g.first.order)
     infos = [g for g in gs if g.signature.severity not in ("root", "consequence")]
     findings: list[Finding] = []
     if roots:
         primary = roots[0]
         first = primary.first
         folded = [c for c in consequences if _explains(primary, c)]
-        findings.append(_root_finding(primary, first, folded))
+        findings.append(_root_finding(primary, first, folded, _peer_note(first, book)))
         for other in roots[1:]:
             e = other.first
             findings.append(Finding(
@@ -128,14 +147,16 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
         for c in consequences:
             if c not in folded:
                 e = c.first
-                findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)} {c.signature.title}", subject=c.signature.id,
+                findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
                                         explanation=c.signature.meaning, fix=fix_lines(c.signature, e),
                                         evidence=_evidence(c, e)))
+    elif any("rank" in r for r in scan.elastic):
+        findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
     elif consequences:
         c = consequences[0]
         e = c.first
         quiet = _quiet(scan, hang_gap)
-        summary = (f"{_ranks_phrase(c)} {c.signature.title}, and the log does not show what failed first"
+        summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
                    f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
         explanation = c.signature.meaning
         if quiet:
@@ -144,9 +165,11 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
                                 fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
         for other in consequences[1:]:
             e = other.first
-            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)} {other.signature.title}",
+            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)}: {other.signature.title}",
                                     subject=other.signature.id, explanation=other.signature.meaning,
                                     fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+    elif scan.unknown:
+        findings.append(_unknown_finding(scan))
     else:
         quiet = _quiet(scan, hang_gap)
         if quiet:
@@ -163,6 +186,61 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S) -> list[Finding]:
     return findings
 
 
+def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Finding:
+    """No signature names a cause, but torchrun's report says which worker failed first."""
+    rank, host = record["rank"], record.get("host", "")
+    code, sig = record.get("exitcode"), record.get("signal", "")
+    how = f"exit code {code}" + (f" ({sig})" if sig else "") if code is not None else "failed"
+    own = [e for e in scan.unknown if e.rank == rank and "WARN" not in e.body[:80]]
+    first_error = min(own, key=lambda e: e.order).body.strip()[:200] if own else ""
+    summary = f"rank {rank}{' on ' + host if host else ''} failed first ({how}, as torchrun reports)"
+    if first_error:
+        summary += f": {redact_text(first_error)}"
+    then = [f"{_ranks_phrase(c)}: {c.signature.title}" for c in consequences
+            if c.ranks - {rank} or not c.ranks]
+    if then:
+        summary += "; then " + "; ".join(then)
+    where_ = f"{record['source']}:{record['line']}" if record.get("line") else record["source"]
+    target = f"ssh {host} " if host else ""
+    if sig in ("SIGKILL", "SIGTERM") or code in (-9, 137):
+        if host:
+            fix = ("# killed from outside: the kernel's OOM killer, Slurm's memory limit or a scheduler\n"
+                   f"{target}dmesg -T | grep -i -E 'killed process|out of memory'")
+        else:
+            fix = ("# killed from outside: on the node that ran it, look for the OOM killer:\n"
+                   "# dmesg -T | grep -i -E 'killed process|out of memory'")
+    else:
+        fix = f"# read rank {rank}'s own output (its traceback is its first error); torchrun's report is at {where_}"
+    return Finding(Status.FAIL, summary, subject="torch.elastic-root-cause",
+                   explanation="torchrun's agent saw this worker die first; no line in the log matched a known "
+                               "failure signature, so the exit status is the best evidence.",
+                   fix=fix, evidence={"rank": rank, "host": host, "exitcode": code, "signal": sig,
+                                      "pid": record.get("pid"), "time": record.get("time", ""), "where": where_,
+                                      "traceback": redact_text(record.get("traceback", ""))[:500]})
+
+
+def _unknown_finding(scan: Scan) -> Finding:
+    """No signature matched, but the log shows errors: name the earliest, so a crashed job is
+    never reported as clean. An exception or a signal is a failure; a lone NCCL WARN is not."""
+    first = min(scan.unknown, key=lambda e: e.order)
+    serious = [e for e in scan.unknown if "WARN" not in e.body.split(":", 1)[0] and " WARN " not in e.body[:80]]
+    top = min(serious, key=lambda e: e.order) if serious else first
+    ranks = {e.rank for e in scan.unknown if e.rank is not None}
+    when = f" at {top.time_text}" if top.time_text else ""
+    text = top.body.strip()[:200]
+    summary = f"{who(top)} failed first with an error the catalogue does not know{when}: {redact_text(text)}"
+    if len(ranks) > 1:
+        summary += f" ({len(ranks)} ranks logged errors: {fold(str(r) for r in ranks)})"
+    fix = (f"# read the lines around {where(top)}: the first error of {who(top)} is usually the cause; "
+           f"distdoctor check on {top.host or 'that node'} covers the node's own setup")
+    return Finding(Status.FAIL if serious else Status.WARN, summary, subject="unknown-error",
+                   explanation="No line matched a known failure signature. If this is a distributed-training "
+                               "failure, the catalogue (distdoctor/logs/signatures.toml) could learn it.",
+                   fix=fix, evidence={"rank": top.rank, "host": top.host, "time": top.time_text, "where": where(top),
+                                      "line": redact_text(top.raw[:500]), "ranks": fold(str(r) for r in ranks),
+                                      "count": len(scan.unknown)})
+
+
 def _ranks_phrase(g: Group) -> str:
     ranks = g.ranks
     if len(ranks) > 1:
@@ -173,10 +251,10 @@ def _ranks_phrase(g: Group) -> str:
     return f"{len(hosts)} hosts ({fold(hosts)})" if len(hosts) > 1 else (next(iter(hosts)) if hosts else "the log")
 
 
-def _root_finding(primary: Group, first: Event, folded: list[Group]) -> Finding:
+def _root_finding(primary: Group, first: Event, folded: list[Group], peer: str = "") -> Finding:
     sig = primary.signature
     when = f" at {first.time_text}" if first.time_text else ""
-    summary = f"{who(first)} failed first: {sig.title}{when}"
+    summary = f"{who(first)} failed first: {sig.title}{peer}{when}"
     then = []
     for c in folded:
         others = c.ranks - ({first.rank} if first.rank is not None else set())

@@ -24,6 +24,9 @@ _VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
 _NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (?P<n>\w+)")
 _GDR = re.compile(r"GPU Direct RDMA (?P<s>Enabled|Disabled)|/GDRDMA\b")
 _DRIVER = re.compile(r"\bcudaDriverVersion (?P<v>\d+)")
+# "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "Ring 00 : 3[b01000] -> 4[201000] [send] via NET/Socket/0",
+# "... via NET/IB/0/GDRDMA": the transport, without the device index
+_VIA = re.compile(r"\bvia (?P<t>P2P/\w+|SHM(?:/\w+)?|NET/\w+(?:/\d+)?(?:/GDRDMA)?|NVLS|COLLNET\w*)")
 _NOT_ACROSS_NODES = (
     (re.compile(r"^lo$"), "loopback"),
     (re.compile(r"^(docker|br-|virbr)"), "bridge"),
@@ -66,7 +69,7 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         return f"{host}:{pid}" if host and pid is not None else ""
 
     who_of: dict[str, str] = {}
-    for _raw, p, _source, _index in scan.info:
+    for p in scan.info:
         member = name(p.host, p.pid, p.rank)
         if not member:
             continue
@@ -79,6 +82,11 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             f["nccl.gdr"] = m.group("s") != "Disabled"
         if (m := _DRIVER.search(p.body)):
             f["cuda.driver"] = int(m.group("v"))
+        if (m := _VIA.search(p.body)):
+            kind = re.sub(r"/\d+", "", m.group("t"))
+            f["nccl.transports"] = tuple(sorted(set(f.get("nccl.transports", ())) | {kind}))
+            if kind.endswith("/GDRDMA"):
+                f["nccl.gdr"] = True
         if p.host and p.pid is not None:
             who_of[f"{p.host}:{p.pid}"] = member
             lines.append(f"{p.host}:{p.pid}:0 [{p.device or 0}] {p.body}")
@@ -93,6 +101,22 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         elif sel.what == "ib":
             f["nccl.ib"] = tuple(f"{d}:{p}/{ll}" for d, p, ll in sel.devices)
     return {m: f for m, f in facts.items() if f}, hosts
+
+
+def address_book(scan: Scan) -> dict[str, str]:
+    """{address: "rank 26 on gpu004"} from the addresses ranks advertised (bootstrap, socket
+    and IB out-of-band lines), so an error naming a peer's address can name the peer."""
+    facts, hosts = members(scan)
+    book: dict[str, str] = {}
+    for member, f in facts.items():
+        host = _host_of(member, hosts)
+        who = (f"rank {member}" if member.isdigit() else f"pid {member.split(':', 1)[-1]}") + \
+            (f" on {host}" if host else "")
+        for key in ("nccl.bootstrap.addresses", "nccl.socket.addresses", "nccl.oob.addresses"):
+            for _ifname, address in f.get(key) or ():
+                if address:
+                    book.setdefault(address, who)
+    return book
 
 
 def _version_fix(hosts: dict[str, str]):
@@ -127,7 +151,8 @@ def rules(hosts: dict[str, str]) -> list[Rule]:
 def judge(scan: Scan) -> list[Finding]:
     facts, hosts = members(scan)
     if not facts:
-        return [Finding(Status.SKIP, "no NCCL INFO lines in the log (run with NCCL_DEBUG=INFO to see NCCL's setup)")]
+        return [Finding(Status.SKIP, "no NCCL setup lines (version, interfaces, transports) in the log: "
+                                     "run with NCCL_DEBUG=INFO to record them")]
 
     def names(ms) -> str:
         ms = list(ms)
@@ -176,7 +201,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
 def _summary(facts: dict[str, dict[str, Any]]) -> str:
     parts = []
     for key, label in (("nccl.version", "NCCL"), ("nccl.network", "network"), ("nccl.socket", "sockets"),
-                       ("nccl.ib", "IB"), ("nccl.gdr", "GDR")):
+                       ("nccl.ib", "IB"), ("nccl.gdr", "GDR"), ("nccl.transports", "transports")):
         values = {v for f in facts.values() if (v := f.get(key)) is not None}
         if values:
             shown = sorted({",".join(v) if isinstance(v, tuple) else ("on" if v is True else "off" if v is False else str(v))

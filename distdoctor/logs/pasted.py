@@ -1,9 +1,469 @@
-"""Tool output pasted into a log or an issue: recognised and judged like a live node."""
+"""Tool output pasted into a log or an issue, recognised and judged by the same checks `check`
+runs on a live node.
+
+Each recognised section (`ip addr` in any of its forms or `ifconfig`, `nvidia-smi topo -m`,
+`ibstat`/`ibv_devinfo`, an environment dump or NCCL's "NCCL_X set by environment to Y" lines,
+`collect_env`) is parsed by the parser `check` uses, turned into a FakeHost (the same test
+double check packs are tested with), and the checks that read those facts run on it through
+the engine. What the paste does not show stays unknown rather than guessed, with one
+exception said here: a paste shows interface names and addresses but not what the kernel
+says each interface is, so bridges, veths, overlays and loopback are recognised by name.
+
+Only small inputs are searched for pastes (see scan.py: the whole text of a one-block input,
+up to WHOLE_BUDGET bytes of them).
+"""
 
 from __future__ import annotations
 
-from distdoctor.model import CheckRun
+import json
+import re
+import textwrap
+from dataclasses import dataclass
+
+from distdoctor.logs.infofacts import kind_by_name
+from distdoctor.model import CheckRun, Finding, Status
+from distdoctor.parsers import ParseError
+
+_QUOTE = re.compile(r"^(?:[ \t]*>[ \t]?)+")
+_IP_FULL = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?:\s+<[^>]*>")
+_IP_ONELINE = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?\s+inet6?\s+\S+/\d+")
+_IFCONFIG = re.compile(r"^[^\s:]+(?::\d+)?:?\s+(?:flags=\d+<|Link encap:)")
+_IP_BRIEF = re.compile(r"^(?!\d+:)[A-Za-z][\w.@-]*\s+(?:UP|DOWN|UNKNOWN|LOWERLAYERDOWN)\s*(?:\S+/\d+\s*)*$")
+# the header row of a topology matrix: GPU0 followed by GPU1, a NIC or the affinity columns
+_TOPO = re.compile(r"\bGPU0\s+(?:GPU1|NIC0|mlx\w*|CPU Affinity)\b")
+_IB = re.compile(r"^\s*(?:CA '[^']+'|hca_id:\s*\S+)")
+_ENV = re.compile(r"^\s*(?:export\s+|declare -x\s+)?(?P<k>(?:NCCL|GLOO|TORCH|OMPI_MCA|UCX|SLURM|PMIX)_\w+|MASTER_ADDR|"
+                  r"MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|CUDA_VISIBLE_DEVICES)=(?P<v>.*?)\s*$")
+_NCCL_ENV = re.compile(r"NCCL INFO (?P<k>NCCL_\w+) set by environment to (?P<v>\S+)")
+_OMPI_PARSABLE = re.compile(r"^(?:mca|ompi|opal|orte|pmix|options|path|compiler|config|package|version):[\w.-]*:\S")
+_OMPI_HUMAN = re.compile(r"^\s*(?:Package: Open MPI|Open MPI: \d|MPI extensions: |MCA [\w ]+: (?:informational|parameter) \")")
+_SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
+_COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+_PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
+
+
+@dataclass
+class Section:
+    kind: str  # interfaces, topo, ib, collect_env
+    source: str
+    line: int
+    text: str
+
+
+def _clean(line: str) -> str:
+    return _QUOTE.sub("", line.rstrip("\r"))
+
+
+def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
+    """The pasted sections of one input, and the environment variables it shows."""
+    lines = [_clean(raw) for raw in text.split("\n")]
+    sections: list[Section] = []
+    env: dict[str, str] = {}
+    i = 0
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        stripped = line.strip()
+        if (m := _ENV.match(line)) and "NCCL INFO" not in line:
+            env.setdefault(m.group("k"), m.group("v").strip("'\""))
+        elif (m := _NCCL_ENV.search(line)):
+            env.setdefault(m.group("k"), m.group("v"))
+        if not stripped:
+            i += 1
+            continue
+        body = line.lstrip()
+        kind = end = None
+        if _IP_FULL.match(body) or _IFCONFIG.match(body):
+            kind, end = "interfaces", _block(lines, i, lambda s: bool(_IP_FULL.match(s) or _IFCONFIG.match(s)))
+        elif _IP_ONELINE.match(body):
+            kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_ONELINE.match(s) or _IP_FULL.match(s)))
+        elif _IP_BRIEF.match(body) and "/" in body and i + 1 < n and _IP_BRIEF.match(lines[i + 1].lstrip()):
+            kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_BRIEF.match(s)))
+        elif _TOPO.search(line):
+            kind, end = "topo", _topo_end(lines, i)
+        elif _IB.match(line):
+            kind, end = "ib", _block(lines, i, lambda s: bool(_IB.match(s)), allow_blank=True)
+        elif _COLLECT_ENV.match(body):
+            kind, end = "collect_env", _collect_env_end(lines, i)
+        elif _SMI.search(line):
+            kind, end = "smi", _smi_end(lines, i)
+        elif _OMPI_PARSABLE.match(body):
+            kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
+        elif _OMPI_HUMAN.match(body):
+            # to the end of the paragraph: long values wrap onto lines without a key
+            kind, end = "ompi_info", _run(lines, i, lambda s: not s.startswith("```"))
+        if kind:
+            chunk = textwrap.dedent("\n".join(lines[i:end]))
+            sections.append(Section(kind, source, i + 1, chunk))
+            i = max(end, i + 1)
+            continue
+        i += 1
+    return sections, env
+
+
+def _block(lines: list[str], start: int, is_header, allow_blank: bool = False) -> int:
+    """Header lines and the indented lines under them (blank lines between blocks allowed)."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    i = start + 1
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            nxt = next((k for k in range(i + 1, min(i + 3, len(lines))) if lines[k].strip()), None)
+            if nxt is not None and (is_header(lines[nxt].lstrip()) or allow_blank and
+                                    len(lines[nxt]) - len(lines[nxt].lstrip()) > indent):
+                i = nxt
+                continue
+            break
+        own = len(line) - len(line.lstrip())
+        if own > indent or is_header(line.lstrip()):
+            i += 1
+            continue
+        break
+    return i
+
+
+def _run(lines: list[str], start: int, ok) -> int:
+    i = start
+    while i < len(lines) and lines[i].strip() and ok(lines[i].lstrip()):
+        i += 1
+    return i
+
+
+def _topo_end(lines: list[str], start: int) -> int:
+    i = start + 1
+    in_legend = False
+    while i < len(lines) and i - start < 400:
+        s = lines[i].strip()
+        if s.startswith("Legend"):
+            in_legend = True
+        elif not s:
+            nxt = next((k for k in range(i + 1, min(i + 3, len(lines))) if lines[k].strip()), None)
+            if nxt is None:
+                break
+            following = lines[nxt].strip()
+            if not (following.startswith(("Legend", "X ", "X  ", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#", "NIC",
+                                          "SOC", "PCIe"))) and not in_legend:
+                break
+            if in_legend and not re.match(r"^(X|SYS|SOC|NODE|PHB|PXB|PIX|NV#|NIC\s*Legend|NIC\d+|PCIe)", following):
+                break
+        i += 1
+    return i
+
+
+def _smi_end(lines: list[str], start: int) -> int:
+    """nvidia-smi's table: from the header's line to the last line of the box, the processes
+    box included."""
+    i = start
+    last = start
+    while i < len(lines) and i - start < 200:
+        s = lines[i].strip()
+        if s.startswith(("+", "|")):
+            last = i
+        elif s:
+            break
+        i += 1
+    return last + 1
+
+
+def _collect_env_end(lines: list[str], start: int) -> int:
+    i = start
+    blanks = 0
+    while i < len(lines) and i - start < 400:
+        body = lines[i].lstrip()
+        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body) or _TOPO.search(lines[i])
+                          or _IB.match(lines[i]) or _IP_FULL.match(body) or _IFCONFIG.match(body)):
+            break  # another tool's output pasted right after it
+        if not lines[i].strip():
+            blanks += 1
+            if blanks >= 2:
+                break
+        else:
+            blanks = 0
+        i += 1
+    return i
+
+
+# --- facts for a FakeHost --------------------------------------------------------------------
+
+def _link_kind(name: str, link_type: str) -> tuple[str, str]:
+    """(ip's linkinfo info_kind, link_type) as the kernel would report them, from the name."""
+    kind = kind_by_name(name)
+    if kind == "loopback" or link_type == "loopback" or name == "lo":
+        return "", "loopback"
+    info = {"bridge": "bridge", "veth": "veth", "virtual": "vxlan"}.get(kind, "")
+    if name.startswith(("tun", "wg", "tailscale")):
+        info = "tun"
+    if link_type == "infiniband" or name.startswith("ib"):
+        return info, "infiniband"
+    return info, link_type or "ether"
+
+
+def interface_host_data(links) -> dict:
+    """FakeHost keyword arguments for parsed `ip addr` / `ifconfig` links."""
+    if_addrs: dict[str, list[dict]] = {}
+    if_stats: dict[str, dict] = {}
+    files: dict[str, str] = {}
+    symlinks: dict[str, str] = {}
+    ip_json = []
+    for k, link in enumerate(links, 1):
+        info_kind, link_type = _link_kind(link.name, link.link_type)
+        flags = [f.upper() for f in link.flags]
+        up = "UP" in flags or link.state.upper() in ("UP", "UNKNOWN") or (not flags and not link.state)
+        running = "LOWER_UP" in flags or "RUNNING" in flags or link.state.upper() in ("UP", "UNKNOWN") or \
+            (not flags and not link.state)
+        if running and "LOWER_UP" not in flags:
+            flags.append("LOWER_UP")
+        if up and "UP" not in flags:
+            flags.append("UP")
+        addrs = []
+        for family, cidr, scope in link.addresses:
+            ip, _sep, plen = cidr.partition("/")
+            if family == "inet6" and scope == "link" and "%" not in ip:
+                ip = f"{ip}%{link.name}"
+            addrs.append({"family": family, "address": ip, "netmask": plen or None})
+        if_addrs[link.name] = addrs
+        if_stats[link.name] = {"isup": up, "flags": ",".join(f.lower() for f in flags if f != "LOWER_UP")
+                               + (",running" if running else ""), "mtu": link.mtu, "speed": 0}
+        base = f"/sys/class/net/{link.name}"
+        files[f"{base}/type"] = _PHYSICAL_TYPES.get(link_type, "1")
+        files[f"{base}/operstate"] = "up" if running else "down"
+        if link.mtu:
+            files[f"{base}/mtu"] = str(link.mtu)
+        if not info_kind and link_type != "loopback":
+            symlinks[f"{base}/device"] = f"../../../0000:00:{k:02x}.0"
+        item = {"ifindex": link.ifindex or k, "ifname": link.name, "flags": flags, "mtu": link.mtu,
+                "operstate": "UP" if running else "DOWN", "link_type": link_type}
+        if info_kind:
+            item["linkinfo"] = {"info_kind": info_kind}
+        if link.master:
+            item["master"] = link.master
+        ip_json.append(item)
+    return {"if_addrs": if_addrs, "if_stats": if_stats, "files": files, "links": symlinks,
+            "commands": {("ip", "-d", "-j", "link", "show"): json.dumps(ip_json)}}
+
+
+def ib_host_data(ports) -> dict:
+    files: dict[str, str] = {}
+    dirs: dict[str, list[str]] = {"/sys/class/infiniband": sorted({p.hca for p in ports})}
+    codes = {"ACTIVE": 4, "DOWN": 1, "INIT": 2, "ARMED": 3}
+    phys_codes = {"LinkUp": 5, "Polling": 2, "Disabled": 3, "Sleep": 1}
+    for p in ports:
+        base = f"/sys/class/infiniband/{p.hca}/ports/{p.port}"
+        dirs.setdefault(f"/sys/class/infiniband/{p.hca}/ports", []).append(str(p.port))
+        if p.state:
+            files[f"{base}/state"] = f"{codes.get(p.state, 0)}: {p.state}"
+        phys = p.phys_state or ("LinkUp" if p.state == "ACTIVE" else "")
+        if phys:
+            files[f"{base}/phys_state"] = f"{phys_codes.get(phys, 0)}: {phys}"
+        if p.rate:
+            files[f"{base}/rate"] = p.rate if "Gb/sec" in p.rate else f"{p.rate} Gb/sec"
+        if p.link_layer:
+            files[f"{base}/link_layer"] = p.link_layer
+    return {"files": files, "dirs": dirs}
+
+
+# --- running the checks ------------------------------------------------------------------------
+
+CHECKS_FOR = {
+    "interfaces": ("net.nccl-socket-interface", "net.gloo-socket-interface"),
+    "topo": ("gpu.p2p-topology", "gpu.nic-affinity"),
+    "ib": ("net.infiniband",),
+}
+
+
+def _parse(section: Section):
+    if section.kind == "interfaces":
+        from distdoctor.parsers.ip import parse_ip_addr
+
+        return parse_ip_addr(section.text)
+    if section.kind == "ib":
+        from distdoctor.parsers.ibstat import parse_ibstat
+
+        return parse_ibstat(section.text)
+    if section.kind == "topo":
+        from distdoctor.parsers.nvidia_smi import parse_topo_matrix
+
+        return parse_topo_matrix(section.text)
+    if section.kind == "collect_env":
+        from distdoctor.parsers.collect_env import parse_collect_env
+
+        return parse_collect_env(section.text)
+    if section.kind == "smi":
+        from distdoctor.parsers.nvidia_smi import parse_table
+
+        return parse_table(section.text)
+    if section.kind == "ompi_info":
+        from distdoctor.parsers.ompi_info import parse_ompi_info
+
+        return parse_ompi_info(section.text)
+    return None
+
+
+class Collector:
+    """Pastes found while the input streams by: only the sections are kept (not the texts), and
+    at most MAX_KEPT bytes of them, so a folder of thousands of small logs stays bounded."""
+
+    MAX_KEPT = 32 * 1024 * 1024
+
+    def __init__(self):
+        self.found: list[tuple[str, list[Section], dict[str, str]]] = []
+        self.notes: list[CheckRun] = []
+        self.kept = 0
+
+    def add(self, source: str, text: str) -> None:
+        try:
+            sections, env = find(source, text)
+        except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
+            self.notes.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
+            return
+        if not sections:
+            return
+        size = sum(len(sec.text) for sec in sections)
+        if self.kept + size > self.MAX_KEPT:
+            if self.kept <= self.MAX_KEPT:
+                self.notes.append(_note(source, Status.WARN, f"pasted tool output past the first "
+                                                             f"{self.MAX_KEPT // 2**20} MiB was not judged"))
+            self.kept = self.MAX_KEPT + 1
+            return
+        self.kept += size
+        self.found.append((source, sections, env))
+
+    def runs(self) -> list[CheckRun]:
+        out = list(self.notes)
+        for _source, sections, env in self.found:
+            out.extend(_judge_all(sections, env))
+        return out
 
 
 def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
-    return []
+    collector = Collector()
+    for source, text in texts:
+        collector.add(source, text)
+    return collector.runs()
+
+
+def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
+    # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
+    # the GPUs any section shows tell whether a CUDA-aware MPI matters
+    smi = None
+    gpus = 0
+    for section in sections:
+        if section.kind in ("smi", "topo", "collect_env"):
+            try:
+                parsed = _parse(section)
+            except ParseError:
+                continue
+            if section.kind == "smi":
+                smi = parsed
+            gpus = max(gpus, len(parsed.gpus))
+    out: list[CheckRun] = []
+    for section in sections:
+        out.extend(_judge(section, env, smi, gpus))
+    return out
+
+
+def _note(source: str, status: Status, message: str, evidence: dict | None = None) -> CheckRun:
+    return CheckRun("log.pasted-output", "Tool output pasted into the log", ("log", "pasted"), status,
+                    (Finding(status, message, subject=source, evidence=evidence or {}),), 0.0, "log")
+
+
+def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> list[CheckRun]:
+    where = f"{section.source}:{section.line}"
+    try:
+        parsed = _parse(section)
+    except ParseError as exc:
+        return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
+    if not parsed or section.kind == "smi":
+        return []
+    if section.kind == "collect_env":
+        return _collect_env_run(parsed, where, smi)
+    if section.kind == "ompi_info":
+        return _ompi_info_run(parsed, section, where, gpus)
+    from distdoctor.testing import FakeHost
+
+    data: dict = {"env": dict(env), "hostname": "pasted"}
+    if section.kind == "interfaces":
+        data.update(interface_host_data(parsed))
+    elif section.kind == "ib":
+        data.update(ib_host_data(parsed))
+    elif section.kind == "topo":
+        data["commands"] = {("nvidia-smi", "topo", "-m"): section.text}
+        data["nvml"] = {"status": "ok", "driver_version": "", "cuda_version": None}
+    host = FakeHost(**data)
+    ids = CHECKS_FOR[section.kind]
+    if "GLOO_SOCKET_IFNAME" not in env:
+        # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
+        ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
+    runs_ = _run_checks(ids, host)
+    return [CheckRun(r.id, f"{r.title} (pasted {section.kind} at {where})", r.tags + ("pasted",), r.status,
+                     r.findings, r.duration, f"pasted {section.kind} at {where}") for r in runs_]
+
+
+def _run_checks(ids, host) -> list[CheckRun]:
+    from distdoctor import checks as builtin
+    from distdoctor.api import Context
+    from distdoctor.engine import run_checks
+    from distdoctor.facts import Facts
+
+    infos = [c for c in builtin.CHECKS if c.id in ids]
+    facts = Facts(host)
+    return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+
+
+def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
+    """build.mpi-cuda-aware over a pasted ompi_info. Whether CUDA support matters depends on the
+    node having GPUs: the check runs when some pasted section shows them (nvidia-smi, its topology,
+    collect_env); otherwise a build without CUDA support is stated, not judged."""
+    from distdoctor.testing import FakeHost
+
+    label = f"Open MPI {info.version}" if info.version else "Open MPI"
+    if not gpus and info.cuda_support is False:
+        return [_note(where, Status.OK, f"pasted ompi_info at {where}: {label} is built without CUDA support (the "
+                                        f"paste does not show whether the node has GPUs; on a GPU node "
+                                        f"build.mpi-cuda-aware warns)", {"cuda_flags": dict(info.cuda_keys)})]
+    host = FakeHost(commands={"ompi_info": section.text}, hostname="pasted",
+                    dirs={"/proc/driver/nvidia/gpus": [f"0000:{k:02x}:00.0" for k in range(gpus)]} if gpus else None)
+    return [CheckRun(r.id, f"{r.title} (pasted ompi_info at {where})", r.tags + ("pasted",), r.status, r.findings,
+                     r.duration, f"pasted ompi_info at {where}" + (f"; {gpus} GPU(s) from the paste" if gpus else ""))
+            for r in _run_checks(("build.mpi-cuda-aware",), host)]
+
+
+def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
+    """gpu.cuda-compat over the torch build and driver the paste shows. collect_env prints the
+    driver version but not the CUDA it supports: that comes from a pasted nvidia-smi's header
+    when there is one, else from NVIDIA's release-notes table (Linux drivers; a WSL2 paste
+    shows the Windows driver's number, which the table does not cover, so no verdict there)."""
+    from distdoctor.facts.gpu import cuda_for_driver
+    from distdoctor.host import Distribution
+    from distdoctor.testing import FakeHost
+
+    facts = {k: v for k, v in (("torch", env.torch_version), ("torch_cuda", env.torch_cuda),
+                                 ("driver", env.driver), ("gpus", len(env.gpus)),
+                                 ("os", env.get("OS")), ("platform", env.get("Python platform"))) if v}
+    summary = Finding(Status.OK, f"collect_env: torch {env.torch_version or '?'} (CUDA {env.torch_cuda or 'none'}), "
+                                 f"driver {env.driver or 'unknown'}, {len(env.gpus)} GPU(s)", evidence=facts)
+    title = f"torch's collect_env (pasted at {where})"
+    runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
+                      f"pasted collect_env at {where}")]
+    wsl = any("microsoft" in (env.get(k) or "").lower() or "wsl" in (env.get(k) or "").lower()
+              for k in ("OS", "Python platform", "Platform"))
+    cuda = cuda_for_driver(env.driver) if env.driver and not wsl else None
+    origin = "NVIDIA's release-notes table"
+    driver = env.driver
+    if smi is not None and smi.cuda_version:
+        cuda, driver, origin = smi.cuda_version, smi.driver_version, "the pasted nvidia-smi header"
+    if not env.torch_version or not cuda:
+        return runs_
+    major, _dot, minor = cuda.partition(".")
+    site = "/pasted/site-packages"
+    version_py = (f"__version__ = {env.torch_version!r}\ncuda = {env.torch_cuda!r}\n"
+                  f"hip = {None if env.torch_cuda else env.torch_hip!r}\n")
+    host = FakeHost(distributions={"torch": Distribution("torch", env.torch_version, site, ("torch/version.py",))},
+                    files={f"{site}/torch/version.py": version_py}, hostname="pasted",
+                    nvml={"status": "ok", "driver_version": driver,
+                          "cuda_version": int(major) * 1000 + int(minor or 0) * 10})
+    for r in _run_checks(("gpu.cuda-compat",), host):
+        runs_.append(CheckRun(r.id, f"{r.title} (pasted collect_env at {where})", r.tags + ("pasted",), r.status,
+                              r.findings, r.duration, f"pasted collect_env at {where}; the driver's CUDA {cuda} "
+                              f"from {origin}"))
+    return runs_

@@ -39,6 +39,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("indent", re.compile(r"[ \t]+")),
 )
 _BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
+# srun and slurmstepd report on a task's behalf: "srun: error: node2: task 1: Killed",
+# "srun: error: node2: tasks 0-3: Exited with exit code 1", "*** STEP 3.0 ON node1 CANCELLED AT ..."
+_SLURM_WHO = re.compile(r"^srun: error: (?P<host>[A-Za-z0-9][\w.-]*): tasks? (?P<rank>\d+)|"
+                        r"\*\*\* (?:STEP|JOB) \S+ ON (?P<host2>[A-Za-z0-9][\w.-]*) CANCELLED")
 
 
 @dataclass(frozen=True)
@@ -114,20 +118,26 @@ def split(line: str) -> Prefixed:
     b = _BODY_RANK.search(text) if ("ank " in text) else None
     if b is not None and rank is None:
         rank = int(b.group("rank") or b.group("nrank"))
+    if "srun: error: " in text or "***" in text:
+        w = _SLURM_WHO.search(text)
+        if w is not None:
+            host = host or w.group("host") or w.group("host2")
+            if rank is None and w.group("rank") is not None:
+                rank = int(w.group("rank"))
     return Prefixed(text, host, rank, local_rank, pid, device, when, when_text, level)
 
 
-_PATH_RANK = (
-    re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),
-    re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?:[/_.-]|$)", re.IGNORECASE),
-)
+_TORCHRUN_DIR = re.compile(r"(?:^|/)attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$")
+_RANK_NAME = re.compile(r"(?:^|[/_.-])rank[_-]?(?P<rank>\d+)(?:[/_.-]|$)", re.IGNORECASE)
 
 
 def rank_from_path(path: str) -> int | None:
-    """torchrun's log folder `<dir>/<run>/attempt_0/3/stderr.log` and names like `rank3.log`."""
-    norm = path.replace("\\", "/")
-    for pattern in _PATH_RANK:
-        m = pattern.search(norm)
-        if m:
-            return int(m.group("rank"))
-    return None
+    """A file named for its rank: `rank3.log`, `train_rank_12.txt`."""
+    m = _RANK_NAME.search(path.replace("\\", "/"))
+    return int(m.group("rank")) if m else None
+
+
+def local_rank_from_path(path: str) -> int | None:
+    """torchrun's log folder, `<dir>/<run>/attempt_0/3/stderr.log`: the local rank on its node."""
+    m = _TORCHRUN_DIR.search(path.replace("\\", "/"))
+    return int(m.group("rank")) if m else None

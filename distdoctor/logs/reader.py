@@ -45,6 +45,7 @@ class Block:
     first_line: int  # line number of data's first line (1-based)
     last: bool      # no more blocks follow from this source
     whole: bool     # the source fit in this one block
+    lines: int = 0  # number of lines in data
 
 
 @dataclass
@@ -70,8 +71,13 @@ def expand(paths: list[str], max_files: int = MAX_FILES) -> tuple[list[str], lis
         except OSError as exc:
             problems.append(Problem(path, Status.WARN, f"cannot read {path}: {exc.strerror or exc}"))
             continue
-        if not stat.S_ISDIR(mode):
+        if stat.S_ISREG(mode):
             out.append(path)
+            continue
+        if not stat.S_ISDIR(mode):
+            # a FIFO with no writer would block the open forever; a device may never end
+            problems.append(Problem(path, Status.WARN, f"{path} is not a regular file or directory: skipped "
+                                                       f"(pipe it in with `... | distdoctor log -`)"))
             continue
         found: list[str] = []
         over = False
@@ -83,10 +89,16 @@ def expand(paths: list[str], max_files: int = MAX_FILES) -> tuple[list[str], lis
         for root, dirs, files in os.walk(path, onerror=onerror):
             dirs.sort()
             for name in sorted(files):
+                full = os.path.join(root, name)
+                try:
+                    if not stat.S_ISREG(os.stat(full).st_mode):
+                        continue  # sockets, FIFOs, dangling links inside a log folder
+                except OSError:
+                    pass  # unreadable: reading it reports why
                 if len(found) >= max_files:
                     over = True
                     break
-                found.append(os.path.join(root, name))
+                found.append(full)
             if over:
                 break
         if over:
@@ -204,7 +216,7 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
         if whole:
             n = whole.count(b"\n")
             stats.lines += n
-            yield Block(name, index, whole, line_no, last, last and only_block)
+            yield Block(name, index, whole, line_no, last, last and only_block, n)
             if line_no:
                 line_no += n
         only_block = False

@@ -2,16 +2,18 @@
 its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
-larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords
-and the INFO lines infofacts reads) picks the few candidate lines of each block; only those are
-decoded and split. The search is `grep -F` fed the block on stdin (a multi-pattern search in C,
-five times faster than Python's regex alternation over the same bytes; see bench/log_scale.py),
-or that alternation where grep cannot run. The last lines of every block are split too, so
-"last heard from" stays right to within one block for ranks that keep logging.
+larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords,
+the INFO lines infofacts reads, generic error words) picks the few candidate lines; only those
+are decoded and split. The search is one `grep -F -n` fed every block as a stream (a
+multi-pattern search in C, about five times faster than Python's regex alternation over the
+same bytes, and running beside this process; see bench/log_scale.py), or that alternation
+where grep cannot run. The last lines of every block are split too, so "last heard from" stays
+right to within one block for ranks that keep logging.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -25,10 +27,28 @@ from distdoctor.logs.reader import Block
 # that tie a pid to a rank.
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
-                 "IP Interfaces", "cudaDev", "INFO rank ")
+                 "IP Interfaces", "cudaDev", "INFO rank ", "via P2P", "via SHM", "via NET/", "via NVLS",
+                 "via COLLNET")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
+# Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature
+# matches anywhere, the earliest of these is still worth naming (with its rank and host).
+ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dumped", "FATAL")
+_ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bNCCL WARN\b|^(?:\S+ )?WARN \S|"
+                    r"Segmentation fault|core dumped|\bFATAL\b")
+MAX_UNKNOWN = 1000
+# torchrun's own verdict when a worker dies ("Root Cause (first observed failure):" then
+# `host      : node1`, `rank      : 1 (local_rank: 1)`, `exitcode  : -9 (pid: 1234) (SIGKILL)`,
+# torch/distributed/elastic/multiprocessing/errors): the rank that failed first, even when
+# it died without a word (a SIGKILL from the OOM killer)
+ELASTIC_KEYWORDS = ("Root Cause (first observed failure)", "host      : ", "(local_rank: ", "exitcode  : ",
+                    "traceback : ", "time      : ")
+_ELASTIC_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|traceback)\s*: ?(?P<value>.*)$")
 TAIL_LINES = 64
+MAX_TAIL_LINES = 2048
+# Small inputs are read line by line (and searched for pasted tool output) up to this many bytes
+# in all: a folder of 512 ranks' 4 MiB logs goes through the fast path after the first few.
+WHOLE_BUDGET = 8 * 1024 * 1024
 MAX_EVENTS = 20_000
 MAX_INFO_LINES = 20_000
 
@@ -56,7 +76,6 @@ class Event:
 
 @dataclass
 class Seen:
-    first: tuple | None = None
     last: tuple | None = None
     last_text: str = ""
     last_order: tuple = ()
@@ -67,18 +86,24 @@ class Seen:
 class Scan:
     events: list[Event] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)  # signature id -> matches past MAX_EVENTS
-    info: list[tuple[str, prefix_mod.Prefixed, str, int]] = field(default_factory=list)  # (raw, split, source, index)
+    info: list[prefix_mod.Prefixed] = field(default_factory=list)  # NCCL setup lines, split
     seen: dict[tuple, Seen] = field(default_factory=dict)  # (index, rank, host, pid, local_rank) -> Seen
     pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
     rank_host: dict[int, str] = field(default_factory=dict)
-    texts: list[tuple[str, str]] = field(default_factory=list)  # small sources, whole, for pasted output
+    unknown: list[Event] = field(default_factory=list)  # error-looking lines no signature matched
+    notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
+    ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
+    elastic: list[dict] = field(default_factory=list)  # torchrun's "Root Cause" records, in input order
     long_lines: int = 0
 
 
 class Prefilter:
-    """The lines of a block holding any of the keywords, as (0-based line index, text)."""
+    """Candidate lines: every line holding one of the keywords. `grep -F` runs once for the
+    whole scan as a streaming filter (Host.line_filter) while this process reads ahead, so the
+    search and the reading overlap on two cores; Python's regex alternation over each block is
+    the fallback where grep cannot run."""
 
-    GREP_TIMEOUT = 60.0
+    GREP_TIMEOUT = 120.0
 
     def __init__(self, words, host=None, use_grep: bool = True):
         words = sorted({w for w in words if w}, key=len, reverse=True)
@@ -87,22 +112,11 @@ class Prefilter:
         self.host = host
         self.use_grep = use_grep and host is not None
 
-    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
-        if self.use_grep:
-            from distdoctor.host import MAX_OUTPUT
+    def start(self):
+        return self.host.line_filter(self.argv, self.GREP_TIMEOUT) if self.use_grep else None
 
-            result = self.host.run(self.argv, timeout=self.GREP_TIMEOUT, input=data)
-            if result.returncode == 1:
-                return []
-            if result.returncode == 0 and len(result.stdout) < MAX_OUTPUT - 1024:
-                out = []
-                for row in result.stdout.split("\n"):
-                    number, sep, text = row.partition(":")
-                    if sep and number.isdigit():
-                        out.append((int(number) - 1, text.encode("utf-8", "replace")))
-                return out
-            if result.returncode != 0:
-                self.use_grep = False  # no grep here, or a grep that cannot do this: stay in Python
+    def lines(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(0-based line index, line) of the candidate lines of one block, in Python."""
         out = []
         last = -1
         line = 0
@@ -121,11 +135,15 @@ class Prefilter:
 
 class Scanner:
     def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024, host=None,
-                 use_grep: bool = True):
+                 use_grep: bool = True, on_text=None):
+        """on_text(source, text) is handed the whole text of each input small enough to be read
+        line by line (where pasted tool output is looked for)."""
         self.matcher = matcher
+        self.on_text = on_text
         self.max_line = max_line
         self.keep_text = keep_text
-        words = {k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS)
+        words = ({k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
+                 | set(ELASTIC_KEYWORDS))
         if host is None and use_grep:
             from distdoctor.host import Host
 
@@ -133,30 +151,66 @@ class Scanner:
         self.prefilter = Prefilter(words, host, use_grep)
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()
-        self._path_rank: dict[str, int | None] = {}
+        self._path_rank: dict[str, tuple[int | None, int | None]] = {}  # (rank, local rank) from a file name
+        self._filter = None
+        self._filter_started = False
+        self._surveyed = False
+        self._whole_bytes = 0
+        self._elastic: dict | None = None  # a torchrun Root Cause record being read
+        self._fed = 0  # lines written to the filter so far
+        self._span_starts: list[int] = []  # grep's line number of each fed block's first line
+        self._spans: list[Block] = []  # those blocks, without their data
 
     def feed(self, blocks: Iterable[Block]) -> Scan:
-        for block in blocks:
-            if block.whole and len(block.data) <= self.keep_text:
-                text = block.data.decode("utf-8", "replace")
-                self.scan.texts.append((block.source, text))
-                for n, line in enumerate(text.split("\n")[:-1]):
-                    self._line(block, block.first_line + n if block.first_line else 0, line)
-            else:
-                self._sparse(block)
+        try:
+            for block in blocks:
+                if block.whole and len(block.data) <= self.keep_text \
+                        and self._whole_bytes + len(block.data) <= WHOLE_BUDGET:
+                    self._whole_bytes += len(block.data)
+                    text = block.data.decode("utf-8", "replace")
+                    if self.on_text is not None:
+                        self.on_text(block.source, text)
+                    for n, line in enumerate(text.split("\n")[:-1]):
+                        self._line(block, block.first_line + n if block.first_line else 0, line)
+                else:
+                    self._sparse(block)
+        finally:
+            if self._filter is not None:
+                rest, code = self._filter.close()
+                self._matches(rest)
+                if code not in (0, 1):
+                    self.scan.notes.append(f"grep, which picks the candidate lines of large inputs, failed "
+                                           f"({self._filter.error or f'exit {code}'}): some lines may be missing")
+                self._filter = None
         return self.scan
 
     def _sparse(self, block: Block) -> None:
         data = block.data
-        done: set[int] = set()
-        for index, raw in self.prefilter.lines(data):
-            done.add(index)
-            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
+        total = block.lines or data.count(b"\n")
+        if not self._filter_started:
+            self._filter_started = True
+            self._filter = self.prefilter.start()
+        if self._filter is not None:
+            self._spans.append(Block(block.source, block.index, b"", block.first_line, block.last, False, total))
+            self._span_starts.append(self._fed + 1)
+            self._fed += total
+            self._filter.feed(data)
+        else:
+            for index, raw in self.prefilter.lines(data):
+                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
+        if not self._surveyed:
+            # the first block, every line: which ranks exist (every rank says something at start),
+            # so the block tails below know how many lines to sample
+            self._surveyed = True
+            for n, raw in enumerate(data.split(b"\n")[:total]):
+                self._line(block, block.first_line + n if block.first_line else 0, self._decode(raw),
+                           liveness_only=True)
         # the block's last lines: who was still talking at its end
-        total = data.count(b"\n")
         end = len(data) - 1
         tail: list[bytes] = []
-        for _ in range(min(TAIL_LINES, total)):
+        # enough lines to see every rank at the end of a block, in a job of many ranks
+        want = min(max(TAIL_LINES, 2 * len(self.scan.ranks)), MAX_TAIL_LINES)
+        for _ in range(min(want, total)):
             start = data.rfind(b"\n", 0, end) + 1
             tail.append(data[start:end])
             end = start - 1
@@ -164,9 +218,25 @@ class Scanner:
                 break
         for k, raw in enumerate(reversed(tail)):
             index = total - len(tail) + k
-            if index not in done:
-                self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
-                           liveness_only=True)
+            self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw),
+                       liveness_only=True)
+        if self._filter is not None:
+            self._matches(self._filter.take())
+
+    def _matches(self, rows: list[bytes]) -> None:
+        """grep -n output, `N:line`, N counted over everything fed: back to block and line."""
+        for row in rows:
+            number, sep, text = row.partition(b":")
+            if not sep or not number.isdigit():
+                continue
+            n = int(number)
+            k = bisect.bisect_right(self._span_starts, n) - 1
+            if k < 0:
+                continue
+            span = self._spans[k]
+            index = n - self._span_starts[k]
+            self._line(span, span.first_line + index if span.first_line else 0,
+                       self._decode(text.rstrip(b"\n")))
 
     def _decode(self, raw: bytes) -> str:
         if len(raw) > self.max_line:
@@ -178,19 +248,23 @@ class Scanner:
         p = prefix_mod.split(line)
         scan = self.scan
         if block.source not in self._path_rank:
-            self._path_rank[block.source] = prefix_mod.rank_from_path(block.source)
-        path_rank = self._path_rank[block.source]
-        rank = p.rank if p.rank is not None else None
+            self._path_rank[block.source] = (prefix_mod.rank_from_path(block.source),
+                                             prefix_mod.local_rank_from_path(block.source))
+        path_rank, path_local = self._path_rank[block.source]
+        rank = p.rank
+        local_rank = p.local_rank if p.local_rank is not None else path_local
         if rank is not None and p.pid is not None and p.host:
             scan.pid_rank.setdefault((p.host, p.pid), rank)
         if rank is not None and p.host:
             scan.rank_host.setdefault(rank, p.host)
-        if rank is None and p.local_rank is None and path_rank is not None:
+        if rank is None and local_rank is None and path_rank is not None:
             rank = path_rank
-        key = (block.index, rank, p.host, p.pid, p.local_rank)
+        if rank is not None:
+            scan.ranks.add(rank)
+        key = (block.index, rank, p.host, p.pid, local_rank)
         seen = scan.seen.get(key)
         if seen is None:
-            seen = scan.seen[key] = Seen(first=p.time)
+            seen = scan.seen[key] = Seen()
         seen.lines += 1
         order = (block.index, line_no)
         if not seen.last_order or order >= seen.last_order:
@@ -200,22 +274,57 @@ class Scanner:
                 seen.last = p.time
         if liveness_only:
             return
+        self._torchrun_root(block, line_no, p)
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
-            scan.info.append((line, p, block.source, block.index))
+            scan.info.append(p)
         sig = self.matcher.match(p.body)
         if sig is None:
+            if len(scan.unknown) < MAX_UNKNOWN and _ERROR.search(p.body):
+                scan.unknown.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
+                                          local_rank, p.pid, p.time, p.time_text, None))
             return
         if len(scan.events) >= MAX_EVENTS:
             scan.dropped[sig.id] += 1
             return
         scan.events.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
-                                 p.local_rank, p.pid, p.time, p.time_text, sig))
+                                 local_rank, p.pid, p.time, p.time_text, sig))
+
+    def _torchrun_root(self, block: Block, line_no: int, p) -> None:
+        body = p.body
+        if "Root Cause (first observed failure)" in body:
+            self._elastic = {"source": block.source, "index": block.index, "line": line_no}
+            if len(self.scan.elastic) < 100:
+                self.scan.elastic.append(self._elastic)
+            return
+        record = self._elastic
+        if record is None or record["index"] != block.index:
+            return
+        m = _ELASTIC_FIELD.match(body)
+        if not m or m.group("key") in record:
+            return
+        key, value = m.group("key"), m.group("value").strip()
+        if key == "rank":
+            r = re.match(r"(\d+)(?: \(local_rank: (\d+)\))?", value)
+            if r:
+                record["rank"] = int(r.group(1))
+                record["local_rank"] = int(r.group(2)) if r.group(2) else None
+        elif key == "exitcode":
+            r = re.match(r"(-?\d+)(?: \(pid: (\d+)\))?\s*(?:\((\w+)\))?", value)
+            if r:
+                record["exitcode"] = int(r.group(1))
+                record["pid"] = int(r.group(2)) if r.group(2) else None
+                record["signal"] = r.group(3) or ""
+        else:
+            record[key] = value
+        if key == "traceback":
+            self._elastic = None
 
     def resolve(self) -> Scan:
         """Attribute events to ranks and hosts with what the whole log taught: a pid seen with
         its rank on one line names the rank of every other line of that pid."""
         scan = self.scan
-        for e in scan.events:
+        _common_clock(scan)
+        for e in scan.events + scan.unknown:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))
             if e.rank is None and e.local_rank is not None and len({h for h in scan.rank_host.values()}) <= 1:
@@ -223,3 +332,25 @@ class Scanner:
             if not e.host and e.rank is not None:
                 e.host = scan.rank_host.get(e.rank, "")
         return scan
+
+
+def _common_clock(scan: Scan) -> None:
+    """Make times from different formats comparable. glog and syslog stamps have no year and a
+    bare `[12:03:41]` no date, so the times of one log are compared at the precision all of
+    them share: (month, day, seconds), or seconds of the day alone."""
+    events = [e for e in scan.events + scan.unknown if e.time is not None]
+    seen = [v for v in scan.seen.values() if v.last is not None]
+    stamps = [e.time for e in events] + [v.last for v in seen]
+    if not stamps:
+        return
+    dated = all(t[1] and t[2] for t in stamps)
+
+    def norm(t):
+        if t is None:
+            return None
+        return (0, t[1], t[2], t[3]) if dated else (0, 0, 0, t[3])
+
+    for e in events:
+        e.time = norm(e.time)
+    for v in seen:
+        v.last = norm(v.last)

@@ -108,17 +108,107 @@ def _peer(text: str | None) -> int | None:
     return None
 
 
+_ONELINE = re.compile(r"^(?P<idx>\d+):\s+(?P<name>[^:\s]+?)(?:@(?P<peer>\S+))?\s+(?P<fam>inet6?)\s+(?P<cidr>\S+)"
+                      r"(?P<rest>.*)$")
+_IFCONFIG = re.compile(r"^(?P<name>[^\s:]+(?::\d+)?):?\s+(?:flags=\d+<(?P<flags>[^>]*)>(?P<rest>.*)|"
+                       r"Link encap:(?P<encap>.*))$")
+
+
 def parse_ip_addr(text: str) -> list[IpAddrLink]:
-    """`ip addr [show]` or `ip -brief addr`. Lines it does not know inside an interface block
-    (valid_lft, altname, vf ...) are skipped; a first line that is neither shape is an error."""
+    """`ip addr [show]`, `ip -brief addr`, `ip -o addr` (one line per address) or `ifconfig`
+    (net-tools 1.60 and 2.x). Lines it does not know inside an interface block (valid_lft,
+    altname, vf ...) are skipped; a first line that is none of these shapes is an error."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return []
+    if _ONELINE.match(lines[0]):
+        return _parse_oneline(lines)
     if _HEADER.match(lines[0]):
         return _parse_full(lines)
+    if _IFCONFIG.match(lines[0]):
+        return parse_ifconfig("\n".join(lines))
     if _BRIEF.match(lines[0]):
         return _parse_brief(lines)
     raise ParseError("ip", "not `ip addr` output", 1, lines[0])
+
+
+def _parse_oneline(lines: list[str]) -> list[IpAddrLink]:
+    """`ip -o addr`: `2: eth0    inet 10.0.0.5/24 brd ... scope global eth0\\ valid_lft ...`;
+    `ip -o link` lines (`2: eth0: <UP,...> mtu 1500 ...`) in the same paste give the flags."""
+    out: dict[str, dict] = {}
+    for n, line in enumerate(lines, 1):
+        m = _ONELINE.match(line)
+        if m:
+            d = out.setdefault(m.group("name"), {"name": m.group("name"), "ifindex": int(m.group("idx")),
+                                                 "peer_index": _peer(m.group("peer")), "addresses": []})
+            scope = re.search(r"\bscope\s+(\S+)", m.group("rest"))
+            d["addresses"].append((m.group("fam"), m.group("cidr"), scope.group(1) if scope else ""))
+            continue
+        head = _HEADER.match(line.split("\\", 1)[0])
+        if head:
+            d = out.setdefault(head.group("name"), {"name": head.group("name"), "ifindex": int(head.group("idx")),
+                                                    "peer_index": _peer(head.group("peer")), "addresses": []})
+            d["flags"] = tuple(f for f in head.group("flags").split(",") if f)
+            mtu = re.search(r"\bmtu\s+(\d+)", head.group("rest"))
+            d["mtu"] = int(mtu.group(1)) if mtu else None
+            state = re.search(r"\bstate\s+(\S+)", head.group("rest"))
+            d["state"] = state.group(1) if state else ""
+            link = re.search(r"link/(\S+)", line)
+            d["link_type"] = link.group(1) if link else ""
+            continue
+        raise ParseError("ip", "not an `ip -o addr` line", n, line)
+    return [IpAddrLink(**{**d, "addresses": tuple(d["addresses"])}) for d in out.values()]
+
+
+def parse_ifconfig(text: str) -> list[IpAddrLink]:
+    """`ifconfig` of net-tools 2.x (`eth0: flags=4163<UP,...>  mtu 1500`, `inet 10.0.0.5  netmask
+    255.255.255.0`) and 1.60 (`eth0  Link encap:Ethernet`, `inet addr:10.0.0.5 ... Mask:...`,
+    `UP BROADCAST RUNNING MULTICAST  MTU:1500`)."""
+    import ipaddress
+
+    out: list[dict] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        head = _IFCONFIG.match(line) if not line[0].isspace() else None
+        if head:
+            flags = tuple(f for f in (head.group("flags") or "").split(",") if f)
+            mtu = re.search(r"\bmtu\s+(\d+)", head.group("rest") or "")
+            encap = (head.group("encap") or "").split()
+            link_type = {"Ethernet": "ether", "Local": "loopback", "UNSPEC": "none", "InfiniBand": "infiniband"}.get(
+                encap[0] if encap else "", "ether" if "ether" in (head.group("rest") or "") else "")
+            out.append({"name": head.group("name"), "flags": flags, "mtu": int(mtu.group(1)) if mtu else None,
+                        "link_type": link_type, "addresses": []})
+            continue
+        if not out:
+            raise ParseError("ifconfig", "address line before any interface", n, line)
+        d = out[-1]
+        if not d["link_type"]:
+            if re.match(r"\s+loop\b", line):
+                d["link_type"] = "loopback"
+            elif re.match(r"\s+ether\s", line):
+                d["link_type"] = "ether"
+            elif re.match(r"\s+infiniband\s", line):
+                d["link_type"] = "infiniband"
+        if (m := re.search(r"\binet (?:addr:)?(?P<ip>[\d.]+).*?(?:netmask |Mask:)(?P<mask>[\d.]+)", line)):
+            try:
+                prefix = ipaddress.ip_network(f"0.0.0.0/{m.group('mask')}").prefixlen
+            except ValueError:
+                prefix = 32
+            ip = m.group("ip")
+            scope = "host" if ip.startswith("127.") else "link" if ip.startswith("169.254.") else "global"
+            d["addresses"].append(("inet", f"{ip}/{prefix}", scope))
+        elif (m := re.search(r"\binet6 (?:addr: ?)?(?P<ip>[0-9a-fA-F:]+)(?:/(?P<len>\d+))?(?:.*?prefixlen (?P<plen>\d+))?"
+                             r"(?:.*?(?:scopeid 0x[0-9a-f]+<(?P<scope>\w+)>|Scope:(?P<scope2>\w+)))?", line)):
+            plen = m.group("len") or m.group("plen") or "128"
+            scope = (m.group("scope") or m.group("scope2") or "global").lower()
+            d["addresses"].append(("inet6", f"{m.group('ip')}/{plen}", "host" if scope == "host" else scope))
+        elif (m := re.search(r"^\s+(?P<flags>(?:[A-Z]+ )+)\s*MTU:(?P<mtu>\d+)", line)):
+            d["flags"] = tuple(m.group("flags").split())
+            d["mtu"] = int(m.group("mtu"))
+    return [IpAddrLink(name=d["name"], flags=d["flags"], mtu=d["mtu"], link_type=d["link_type"],
+                       state="UP" if "RUNNING" in d["flags"] else ("DOWN" if d["flags"] else ""),
+                       addresses=tuple(d["addresses"])) for d in out]
 
 
 def _parse_full(lines: list[str]) -> list[IpAddrLink]:

@@ -10,11 +10,16 @@ import pytest
 from distdoctor.logs.command import analyse
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
-LOGS = sorted(glob.glob(os.path.join(DATA, "nccl_debug", "*.txt")) + glob.glob(os.path.join(DATA, "logs", "*", "*.log")))
+# NCCL logs, pasted-tool captures (each judged as if pasted into an issue) and issue-like pastes
+LOGS = sorted([p for pattern in ("nccl_debug/*.txt", "collect_env/*.txt", "ibstat/*.txt", "nvidia_smi_topo/*.txt",
+                                   "ip_addr/*.txt", "ompi_info/*.txt", "logs/*/*.md", "logs/*/*.log")
+                for p in glob.glob(os.path.join(DATA, pattern))])
+LOGS = [p for p in LOGS if os.path.basename(p) != "INDEX.md"]
 
 
 def digest(path: str) -> dict:
     runs, _ok = analyse([path])
+    runs = [r for r in runs if r.id != "log.input"]
     by_id = {r.id: r for r in runs}
     diag = by_id["log.diagnosis"]
     first = diag.findings[0]
@@ -26,6 +31,10 @@ def digest(path: str) -> dict:
     out["also"] = [f.subject for f in diag.findings[1:] if f.status.value in ("fail", "warn")]
     out["setup"] = [f"{f.status.value} {f.subject}: {f.summary}" for f in by_id["log.nccl-setup"].findings
                     if f.status.value in ("fail", "warn")]
+    # pasted output is judged by other areas' checks: their ids and verdicts, not their wording
+    pasted = [f"{r.id} {r.status.value}" for r in runs if "pasted" in r.tags or r.id == "log.pasted-output"]
+    if pasted:
+        out["pasted"] = pasted
     return out
 
 

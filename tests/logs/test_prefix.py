@@ -1,6 +1,6 @@
 import pytest
 
-from distdoctor.logs.prefix import rank_from_path, split
+from distdoctor.logs.prefix import local_rank_from_path, rank_from_path, split
 
 
 @pytest.mark.parametrize("line, body, fields", [
@@ -23,6 +23,11 @@ from distdoctor.logs.prefix import rank_from_path, split
     ("NCCL version 2.3.7+cuda9.0", "NCCL version 2.3.7+cuda9.0", {"host": "", "rank": None}),
     ("    indented text", "indented text", {}),
     ("", "", {}),
+    ("srun: error: node2: task 1: Killed", "srun: error: node2: task 1: Killed", {"host": "node2", "rank": 1}),
+    ("srun: error: gpu[01]: tasks 4-7: Exited with exit code 1", "srun: error: gpu[01]: tasks 4-7: Exited with exit code 1",
+     {"rank": None}),
+    ("slurmstepd: error: *** STEP 3.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 ***",
+     "slurmstepd: error: *** STEP 3.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 ***", {"host": "node1"}),
 ])
 def test_split(line, body, fields):
     got = split(line)
@@ -36,12 +41,13 @@ def test_srun_label_wins_over_body_rank():
     assert split("3: [Rank 5] saw an error").rank == 3
 
 
-@pytest.mark.parametrize("path, rank", [
-    ("logs/none/attempt_0/3/stderr.log", 3),
-    ("/x/torchelastic_ab/run_1/attempt_2/15/stdout.log", 15),
-    ("out/rank7.log", 7),
-    ("out/train_rank_12.txt", 12),
-    ("slurm-1234.out", None),
+@pytest.mark.parametrize("path, rank, local_rank", [
+    ("logs/none/attempt_0/3/stderr.log", None, 3),
+    ("/x/torchelastic_ab/run_1/attempt_2/15/stdout.log", None, 15),
+    ("out/rank7.log", 7, None),
+    ("out/train_rank_12.txt", 12, None),
+    ("slurm-1234.out", None, None),
 ])
-def test_rank_from_path(path, rank):
+def test_ranks_from_paths(path, rank, local_rank):
     assert rank_from_path(path) == rank
+    assert local_rank_from_path(path) == local_rank

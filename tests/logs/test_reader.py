@@ -83,3 +83,12 @@ def test_directory_cap(tmp_path):
     paths, problems = reader.expand([str(tmp_path)], max_files=10)
     assert [os.path.basename(p) for p in paths] == [f"slurm-{i:03d}.out" for i in range(10)]
     assert "more than 10 files" in problems[0].message
+
+
+def test_fifos_and_devices_are_skipped_not_opened(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    paths, problems = reader.expand([str(fifo), "/dev/null", str(tmp_path)])
+    assert paths == []
+    assert [p.path for p in problems] == [str(fifo), "/dev/null"]
+    assert "not a regular file" in problems[0].message

@@ -90,8 +90,6 @@ def test_log_command_names_the_provoked_cause(path):
         assert first.evidence["rank"] == want["rank"]
 
 
-@pytest.mark.xfail(strict=True, reason="the log reader does not yet attribute srun's 'srun: error: NODE: task N' "
-                                       "lines, so the diagnosis names no host for srun --label logs")
 def test_log_command_names_the_host_of_a_killed_rank():
     from distdoctor.logs.command import analyse
 

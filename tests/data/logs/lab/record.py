@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
 sys.path.insert(0, REPO)
 
-from tests.harness import apt
-from tests.harness.slurm import SlurmCluster
+from tests.harness import apt  # noqa: E402  (after the path is set: run as a script)
+from tests.harness.slurm import SlurmCluster  # noqa: E402
 
 PY = sys.executable
 PORT = 36000  # this helper's fixed range is 36000-36999

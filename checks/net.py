@@ -553,7 +553,7 @@ def infiniband(ctx: Context):
                    explanation="A rank bound to a port that is not ACTIVE/LinkUp hangs; NCCL may still pick it.",
                    fix=(f"export NCCL_IB_HCA={shell_word('=' + ','.join(f'{h.hca}:{h.port}' for h in healthy))}   "
                         "# and check the cable / subnet manager (ibstat, sminfo)") if healthy
-                   else "check the cable and that a subnet manager runs (ibstat; sminfo)")
+                   else f"ibstat {shell_word(p.hca)}   # then check the cable, and that a subnet manager runs: sminfo")
     if disable and disable != "0" and healthy:
         yield warn(f"NCCL_IB_DISABLE={disable} while {len(healthy)} InfiniBand port(s) are ACTIVE",
                    subject="NCCL_IB_DISABLE", evidence={"table": table},

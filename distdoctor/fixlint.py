@@ -34,7 +34,7 @@ COMMANDS = frozenset("""
     distdoctor nvcc update-alternatives clush pdsh dirname basename sort uniq wc cut column diff find
     sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace bash sh
     firewall-cmd ufw rdma ibdev2netdev mst mlxconfig lsof fuser tracepath traceroute nslookup dig
-    host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi
+    host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi pgrep pkill sminfo
 """.split())
 BUILTINS = frozenset("""
     export unset cd source . echo printf test [ true false read umask type command hash wait trap

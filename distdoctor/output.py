@@ -176,29 +176,37 @@ def _write_regular(path: str, data: bytes, st: os.stat_result | None) -> None:
         raise
 
 
+def _encode(text: str, to_stdout: bool) -> bytes:
+    """Files are UTF-8; stdout is what the locale or PYTHONIOENCODING says. Text that cannot be
+    encoded (a lone surrogate from a check, a glyph under ascii) is escaped or replaced, never an
+    exception."""
+    encoding = (getattr(sys.__stdout__, "encoding", None) or "utf-8") if to_stdout else "utf-8"
+    if "utf" not in encoding.lower():
+        try:
+            return text.encode(encoding, "replace")
+        except LookupError:
+            pass
+    return text.encode("utf-8", "backslashreplace")
+
+
 def write_report(text: str, path: str | None, stdout_fd: int | None = 1) -> None:
     """Write text to path as described in the module docstring, or to stdout_fd when path is
     None or '-'. stdout_fd is where the report goes while fd 1 may be pointed elsewhere (None:
     stdout was closed)."""
-    data = text.encode("utf-8")
-    if stdout_fd is None and (not path or path == "-" or _kind(path)[0] == "stdout"):
-        raise OutputError("cannot write the report to stdout: it is closed")
-    if not path or path == "-":
-        try:
-            write_fd(stdout_fd, data)
-        except OSError as exc:
-            raise OutputError(f"cannot write the report to stdout: {_why(exc)}") from None
-        return
-    kind, st = _kind(path)
+    kind, st = ("stdout", None) if not path or path == "-" else _kind(path)
+    data = _encode(text, kind == "stdout")
     if kind == "stdout":
+        if stdout_fd is None:
+            raise OutputError("cannot write the report to stdout: it is closed")
         try:
             write_fd(stdout_fd, data)
         except OSError as exc:
-            raise OutputError(f"cannot write the report to {path}: {_why(exc)}") from None
+            raise OutputError(f"cannot write the report to {path if path and path != '-' else 'stdout'}: "
+                              f"{_why(exc)}") from None
     elif kind in ("stderr", "stream"):
-        _write_stream(path, data)
+        _write_stream(str(path), data)
     else:
-        _write_regular(path, data, st)
+        _write_regular(str(path), data, st)
 
 
 class ReservedStdout:

@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "hosts); every pair of hosts up to 32 hosts, above that a plan in which every host sends "
                         "and receives ('full': every pair whatever the size)")
     parser.add_argument("--no-mesh", action="store_false", dest="mesh", help="skip the mesh check")
+    parser.add_argument("--localise", action="store_true",
+                        help="after the collectives, run rounds of host-pair tests that name a bad host or link "
+                             "(they run by themselves when the all_reduce fails; 3 hosts or more)")
     parser.add_argument("--bench", action="store_true", help="all_reduce message-size sweep (like nccl-tests)")
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")

@@ -88,7 +88,7 @@ def tampered_finding(seen: Sequence[str]) -> Finding:
                 + "; ".join(seen[:4]), subject="rendezvous",
                 explanation="something other than this job's ranks wrote to the store (another job on the "
                 "same port, or a stranger); the rank is reported as silent",
-                fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: a port no other job uses",
                 evidence={"rejected": list(seen[:16])})
 
 
@@ -129,6 +129,6 @@ def rendezvous_trouble(roll: store_mod.Roll, world: int, source: str) -> list[Fi
                         subject="rendezvous",
                         explanation="another job uses the same MASTER_ADDR:MASTER_PORT, or something else wrote to "
                         "the store; its data was ignored",
-                        fix="export MASTER_PORT=<a port no other job uses>   # e.g. $((20000 + RANDOM % 10000))",
+                        fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching: a port no other job uses",
                         evidence={"rejected": roll.foreign[:16], "claims": roll.foreign_hints[:16]}))
     return out

@@ -86,7 +86,8 @@ def run_all(rank, backend: str) -> tuple[list[OpResult], list[dict]]:
     sync = lambda: None  # noqa: E731
     rank.set_phase("init")
     started = time.monotonic()
-    timeout = datetime.timedelta(seconds=rank.left())
+    reserve = getattr(rank, "collective_reserve", 0.0)
+    timeout = datetime.timedelta(seconds=max(1.0, rank.left() - reserve))
     try:
         if backend == "nccl":
             device = torch.device("cuda", rank.ident.local_rank)
@@ -97,7 +98,8 @@ def run_all(rank, backend: str) -> tuple[list[OpResult], list[dict]]:
                                 world_size=rank.world, timeout=timeout, **kwargs)
         if backend == "gloo":
             # Names every rank that does not reach the barrier, where a plain barrier just hangs.
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=rank.left()), wait_all_ranks=True)
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=max(1.0, rank.left() - reserve)),
+                                   wait_all_ranks=True)
     except Exception as exc:  # any init failure is the finding, with torch's first line
         results.append(OpResult("init", False, time.monotonic() - started, first_line(exc)))
         return results, []
@@ -114,7 +116,7 @@ def run_all(rank, backend: str) -> tuple[list[OpResult], list[dict]]:
         rank.set_phase("bench")
         try:
             rows = bench_mod.sweep(torch, dist, device, rank.rank, rank.world, rank.args.bench_sizes,
-                                   rank.args.iters, sync, rank.phase_deadline() - 1.0,
+                                   rank.args.iters, sync, rank.phase_deadline() - 1.0 - reserve,
                                    on_size=lambda s: rank.log(f"bench {bench_mod.human_size(s)}"))
         except Exception as exc:  # a failed size is the finding
             results.append(OpResult("bench", False, 0.0, first_line(exc)))

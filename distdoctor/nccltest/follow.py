@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from distdoctor.nccltest import collectives as collectives_mod
-from distdoctor.nccltest import mesh
+from distdoctor.nccltest import hostmesh, mesh, pairtests
 from distdoctor.nccltest import store as store_mod
 from distdoctor.nccltest.rendezvous import expected_rank_hosts
 
@@ -139,7 +139,28 @@ def phases(rank: Rank, fp: dict[str, Any], listener) -> int:
     except Exception as exc:  # rank 0's store is gone
         rank.say(f"cannot report results to rank 0: {collectives_mod.first_line(exc)}")
         return INCOMPLETE
+    if plan.get("reserve") and plan["mesh"] and rank.rank in plan.get("leaders", ()):
+        pair_rounds(rank, plan)
     return final(rank, 0 if all(r.ok for r in ops) else FAILED)
+
+
+def pair_rounds(rank: Rank, plan: dict[str, Any]) -> None:
+    """A host leader's part in the localisation rounds (pairtests.py): one key to read and at
+    most one to write per round."""
+    channel = rank.channel
+    go = channel.take("loc", rank.deadline)
+    if not go or not go.get("go"):
+        return
+    rank.set_phase("localise")
+    per_round = pairtests.round_seconds(plan["probe_timeout"])
+    round_plan = {**plan, "nbytes": hostmesh.BENCH_TRANSFER_BYTES, "budget": per_round - 0.5}
+    for k in range(pairtests.MAX_ROUNDS + 1):
+        item = channel.take(f"lt/{k}/{rank.rank}", rank.deadline)
+        if not isinstance(item, dict) or item.get("done"):
+            return
+        if item.get("targets"):
+            row = mesh.probe_row(item, round_plan, rank.rank)
+            channel.put(f"lr/{k}/{rank.rank}", {str(r): v for r, v in row.items()})
 
 
 def final(rank: Rank, fallback: int) -> int:

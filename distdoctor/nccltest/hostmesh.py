@@ -138,7 +138,7 @@ def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], si
         status = probe.get("status")
         if status == "ok":
             if probe.get("moved"):
-                rates[(s, d)] = _rate(probe)
+                rates[(s, d)] = judged_rate(probe)
                 real[(s, d)] = float(probe.get("rate_gbs") or 0.0)
         elif status == "stalled":
             verdict.stalled.append((s, d, int(probe.get("moved") or 0)))
@@ -168,7 +168,7 @@ def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], si
     return verdict
 
 
-def _rate(probe: Mapping[str, Any]) -> float:
+def judged_rate(probe: Mapping[str, Any]) -> float:
     """The rate as judged: a transfer faster than the noise floor counts as the floor's rate, so
     a link is not slow because one copy finished in 1 ms and another in 5."""
     rate = float(probe.get("rate_gbs") or 0.0)

@@ -10,12 +10,13 @@ import dataclasses
 import ipaddress
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from distdoctor.api import fail, ok, skip
 from distdoctor.model import Finding
-from distdoctor.nccltest import arrival, compare, hostmesh, interface, mesh, results
+from distdoctor.model import Status
+from distdoctor.nccltest import arrival, compare, hostmesh, interface, localise, mesh, pairtests, results
 from distdoctor.nccltest import backend as backend_mod
 from distdoctor.nccltest import collectives as collectives_mod
 from distdoctor.nccltest import store as store_mod
@@ -40,6 +41,7 @@ class MeshPlan:
     plan: dict[str, Any]  # what every rank reads (the "plan" key)
     mine: dict[str, Any]  # rank 0's own targets
     unit: str  # "host", or "rank" for --mesh on one host
+    probes: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # host pair -> probe
 
 
 def run(rank: Rank, fp: dict[str, Any], listener, if_addrs) -> int:
@@ -65,6 +67,11 @@ def run(rank: Rank, fp: dict[str, Any], listener, if_addrs) -> int:
     ops, rows = collectives_mod.run_all(rank, backend)
     rank.channel.put("res/0", {"ops": [r.to_dict() for r in ops], "bench": rows})
     gather(rank, ops, rows, notes)
+    if planned.plan.get("reserve"):
+        why = localise_reason(rank)
+        rank.channel.put("loc", {"go": bool(why)})
+        if why:
+            localise_phase(rank, planned, why)
     return rank.finish()
 
 
@@ -212,6 +219,8 @@ def plan_mesh(rank: Rank, backend: str, listener) -> MeshPlan:
             else "turned off with --no-mesh" if listener else "no mesh listener could be opened")])
         return MeshPlan(hmap, plan, {}, unit)
     n = len(hmap.hosts)
+    plan["reserve"] = pairtests.reserve(rank.args.timeout, n, unit == "host")
+    rank.collective_reserve = plan["reserve"]
     pairs = hostmesh.mesh_pairs(n, rank.args.mesh if isinstance(rank.args.mesh, str) else "auto")
     order = hostmesh.targets(pairs, n)
     ports = {f["rank"]: f.get("mesh_port") or 0 for f in rank.fps}
@@ -252,6 +261,7 @@ def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
             rows[r] = row
     probes = {(leader_index[s], leader_index[d]): probe for s, row in rows.items()
               for d, probe in row.items() if d in leader_index}
+    planned.probes.update(probes)
     verdict = hostmesh.judge(len(hmap.hosts), probes, sorted(silent))
     found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
     if len(hmap.hosts) <= 32:
@@ -304,3 +314,67 @@ def gather(rank: Rank, mine: list[collectives_mod.OpResult], my_rows: list[dict]
         if judged:
             rank.recorder.extra["bench"] = my_rows
             rank.recorder.add("nccl-test.bench", [judged[0]], judged[1])
+
+
+def localise_reason(rank: Rank) -> str:
+    """Why the pair rounds should run, or '' when they should not."""
+    if getattr(rank.args, "localise", False):
+        return "asked for with --localise"
+    for check_id in ("nccl-test.init", "nccl-test.all-reduce"):
+        if rank.recorder.status(check_id) in (Status.FAIL, Status.ERROR, Status.TIMEOUT):
+            return "the job-wide all_reduce failed" if check_id.endswith("all-reduce") else \
+                "the process group did not initialize"
+    return ""
+
+
+def localise_phase(rank: Rank, planned: MeshPlan, why: str) -> None:
+    """Rounds of disjoint host pairs (pairtests.py), driven by a Localiser seeded with the mesh's
+    probes, until it has nothing more to ask, MAX_ROUNDS, or the time runs out."""
+    rank.set_phase("localise")
+    rank.wanted.append("nccl-test.localise")  # cut off at the bound, it still shows
+    started = time.monotonic()
+    hmap, plan = planned.hmap, planned.plan
+    n = len(hmap.hosts)
+    leaders = [hmap.leader(i) for i in range(n)]
+    ports = {f["rank"]: f.get("mesh_port") or 0 for f in rank.fps}
+    per_round = pairtests.round_seconds(plan["probe_timeout"])
+    round_plan = {**plan, "nbytes": hostmesh.BENCH_TRANSFER_BYTES, "budget": per_round - 0.5}
+    loc = localise.Localiser(hmap.hosts, max_rounds=pairtests.MAX_ROUNDS)
+    pairtests.seed(loc, planned.probes)
+    tested: list[list[list[str]]] = []
+    k = 0
+    while time.monotonic() + per_round < rank.phase_deadline():
+        pairs = loc.next_round()
+        if pairs is None:
+            break
+        partner = pairtests.targets(pairs)
+        mine: dict[str, Any] = {"targets": []}
+        for i in range(n):
+            p = partner.get(i)
+            item = {"targets": [[leaders[p], hmap.addresses[p], ports.get(leaders[p], 0)]] if p is not None else []}
+            if leaders[i] == 0:
+                mine = item
+            else:
+                rank.channel.put(f"lt/{k}/{leaders[i]}", item)
+        rows: dict[int, dict[int, dict[str, Any]]] = {}
+        if mine["targets"]:
+            rows[0] = mesh.probe_row(mine, round_plan, 0)
+        busy = [leaders[i] for i in partner if leaders[i] != 0]
+        missing = rank.channel.missing([f"lr/{k}/{r}" for r in busy], time.monotonic() + per_round)
+        for r in busy:
+            row = None if f"lr/{k}/{r}" in missing else hostmesh.parse_row(rank.channel.opened(f"lr/{k}/{r}", r))
+            if row is not None:
+                rows[r] = row
+        for a, b in pairs:
+            forward = rows.get(leaders[a], {}).get(leaders[b])
+            backward = rows.get(leaders[b], {}).get(leaders[a])
+            passed, judged, measured = pairtests.pair_result(forward, backward)
+            loc.record((a, b), passed, judged, measured)
+        tested.append([[hmap.hosts[a], hmap.hosts[b]] for a, b in pairs])
+        k += 1
+    for i in range(n):
+        if leaders[i] != 0:
+            rank.channel.put(f"lt/{k}/{leaders[i]}", {"done": True})
+    rank.recorder.extra["localise"] = {"reason": why, "rounds": tested}
+    rank.recorder.add("nccl-test.localise", pairtests.findings(loc, hmap, k, why) + tampered(rank),
+                      time.monotonic() - started)

@@ -302,20 +302,28 @@ class Localiser:
         self._survey: list[tuple[int, int]] = list(dict.fromkeys(
             (min(i, j), max(i, j)) for i, j in survey if i != j and 0 <= i < n and 0 <= j < n))
         self._results: dict[tuple[int, int], tuple[bool, float | None]] = {}
+        # what the report shows: the measured speed, where `busbw` (what is judged) was adjusted
+        self._shown: dict[tuple[int, int], float | None] = {}
         self._done = n < 2
 
     # evidence
-    def record(self, pair: tuple[int, int], ok: bool, busbw: float | None = None) -> None:
+    def record(self, pair: tuple[int, int], ok: bool, busbw: float | None = None, shown: float | None = None) -> None:
+        """busbw is what is judged; shown, when given, the speed the report states (a live pair
+        test judges a transfer shorter than the noise floor at the floor's rate, and states what
+        it measured)."""
         i, j = pair
         if i == j or not (0 <= i < len(self.hosts) and 0 <= j < len(self.hosts)):
             raise ValueError(f"pair {pair} is not two hosts of {len(self.hosts)}")
-        self._results[(min(i, j), max(i, j))] = (bool(ok), float(busbw) if _finite(busbw) else None)
+        key = (min(i, j), max(i, j))
+        self._results[key] = (bool(ok), float(busbw) if _finite(busbw) else None)
+        self._shown[key] = float(shown) if _finite(shown) else self._results[key][1]
 
-    def _reference(self) -> float | None:
+    def _reference(self, shown: bool = False) -> float | None:
         """The median over hosts of each host's best pair: a pair is only as fast as its slower
         host, so with few hosts a median over pairs would be dragged down by one slow host."""
         best: dict[int, float] = {}
-        for (i, j), (ok, bw) in self._results.items():
+        for (i, j), (ok, judged) in self._results.items():
+            bw = self._shown.get((i, j)) if shown else judged
             if ok and bw is not None:
                 best[i] = max(best.get(i, bw), bw)
                 best[j] = max(best.get(j, bw), bw)
@@ -397,8 +405,10 @@ class Localiser:
                 text = (f"every pair test among {fold(tested)} fails: the fault is common to all of them "
                         "(network, configuration, software), not one host or link")
             return [_with_ranks(Culprit(UNKNOWN, tuple(tested), text, unit=unit), ranks_of)]
+        judged_reference, reference = reference, self._reference(shown=True)
         for h in sorted(bad_hosts, key=lambda h: names[h]):
-            results = [(j, self._results[(min(h, j), max(h, j))]) for j in sorted(fails[h])]
+            results = [(j, (self._results[(min(h, j), max(h, j))][0], self._shown[(min(h, j), max(h, j))]))
+                       for j in sorted(fails[h])]
             # pairs with another named host say nothing about this one
             results = [(j, r) for j, r in results if j not in bad_hosts] or results
             speeds = [bw for _, (ok, bw) in results if ok and bw is not None]
@@ -416,8 +426,9 @@ class Localiser:
                                            unit=unit, pairs=tuple((names[h], names[j]) for j, _ in results)),
                                    ranks_of))
         for (i, j), result in sorted(self._results.items(), key=lambda kv: (names[kv[0][0]], names[kv[0][1]])):
-            if not self._bad(result, reference) or i in bad_hosts or j in bad_hosts:
+            if not self._bad(result, judged_reference) or i in bad_hosts or j in bad_hosts:
                 continue
+            result = (result[0], self._shown[(i, j)])
             a, b = sorted((names[i], names[j]))
             if i in good and j in good:
                 ok, bw = result

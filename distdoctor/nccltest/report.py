@@ -27,6 +27,7 @@ TITLES = {
     "nccl-test.broadcast": "broadcast delivers rank 0's data",
     "nccl-test.all-gather": "all_gather collects every rank in order",
     "nccl-test.bench": "all_reduce bandwidth sweep",
+    "nccl-test.localise": "Pair tests between hosts name the bad host or link",
 }
 TAGS = ("nccl-test",)
 
@@ -39,6 +40,11 @@ class Recorder:
         self._runs: dict[str, CheckRun] = {}
         self._lock = threading.Lock()
         self.extra: dict[str, Any] = {}
+
+    def status(self, check_id: str) -> Status | None:
+        with self._lock:
+            run = self._runs.get(check_id)
+        return run.status if run is not None else None
 
     def add(self, check_id: str, findings: Sequence[Finding], duration: float = 0.0,
             status: Status | None = None) -> None:

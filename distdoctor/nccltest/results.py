@@ -17,7 +17,8 @@ PHASE_CHECK = {"start": "nccl-test.launch", "import torch": "nccl-test.launch", 
                "compare": "nccl-test.cross-rank", "rendezvous": "nccl-test.rendezvous", "mesh": "nccl-test.mesh",
                "init": "nccl-test.init",
                "all-reduce": "nccl-test.all-reduce", "broadcast": "nccl-test.broadcast",
-               "all-gather": "nccl-test.all-gather", "bench": "nccl-test.bench", "results": "nccl-test.init"}
+               "all-gather": "nccl-test.all-gather", "bench": "nccl-test.bench", "results": "nccl-test.init",
+               "localise": "nccl-test.localise"}
 
 
 def check_names(bench: bool) -> list[str]:

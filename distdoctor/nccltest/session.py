@@ -81,8 +81,9 @@ class Rank:
         self.listen_sock = None
         self.fps: list[dict[str, Any]] = []
         self.doomed = False  # a follower that knows the job fails whatever rank 0 says
-        self.wanted = list(report_mod.TITLES) if args.bench else [i for i in report_mod.TITLES
-                                                                  if i != "nccl-test.bench"]
+        # nccl-test.localise appears only when its rounds ran
+        self.wanted = [i for i in report_mod.TITLES if i != "nccl-test.localise" and (args.bench or i != "nccl-test.bench")]
+        self.collective_reserve = 0.0  # seconds the collectives leave for the localisation rounds
 
     @property
     def phase(self) -> str:

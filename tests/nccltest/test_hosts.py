@@ -148,3 +148,29 @@ def test_small_messages_pass_and_large_ones_stall_on_an_mtu_mismatch(lan):
     assert all("h3 (rank 3)" in f["summary"] for f in stalls)
     assert "MTU mismatch" in stalls[0]["explanation"] and "ping -c 3 -M do -s 1472" in stalls[0]["fix"]
     assert statuses(doc)["nccl-test.all-reduce"] == "skip"
+
+
+def test_localise_rounds_name_the_throttled_host(lan):
+    """--localise after the collectives: rounds of disjoint host pairs, 8 MiB each way, seeded
+    with the mesh's probes, name h2 (tc-limited) as the slow host with its rank, and only h2."""
+    lan.run("h2", ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "40mbit", "burst", "32kb",
+                   "latency", "400ms"])
+    rc0, doc, errs, rcs, wall = run_job(lan, list(HOSTS), args=["--localise"])
+    assert wall < TIMEOUT + MARGIN
+    run = checks(doc)["nccl-test.localise"]
+    assert [f["evidence"]["hosts"] for f in run["findings"]] == [["h2"]], run["findings"]
+    [finding] = run["findings"]
+    assert finding["evidence"]["kind"] == "host" and finding["evidence"]["ranks"] == [2]
+    assert finding["summary"].startswith("h2 is slow: ") and "on pairs with h2" in finding["summary"]
+    assert doc["nccl_test"]["localise"]["reason"] == "asked for with --localise"
+    rounds = doc["nccl_test"]["localise"]["rounds"]
+    assert 1 <= len(rounds) <= 8 and all(len({h for pair in r for h in pair}) == 2 * len(r) for r in rounds)
+    assert rc0 == 1 and rcs == [1] * 4, errs
+
+
+def test_localise_on_a_healthy_lan_singles_out_nobody(lan):
+    rc0, doc, errs, rcs, _ = run_job(lan, list(HOSTS), args=["--localise"])
+    assert rcs == [0] * 4, (errs, doc["checks"])
+    [finding] = checks(doc)["nccl-test.localise"]["findings"]
+    assert finding["status"] == "ok" and "no host or link is singled out" in finding["summary"]
+    assert all(s in ("ok", "skip") for s in statuses(doc).values()), doc["checks"]

@@ -757,7 +757,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "nccl-test":
         from distdoctor import nccltest
 
-        return nccltest.run(args)
+        # _finish ends with os._exit while the rank's daemon threads (heartbeat, mesh listener)
+        # may sit in torch's C++ store calls: tearing those down at interpreter exit can abort
+        # the process ("terminate called without an active exception") after a passing test.
+        return _finish(nccltest.run(args), None)
     if args.command == "log":
         from distdoctor.logs import command as log_command
 

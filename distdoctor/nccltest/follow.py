@@ -1,7 +1,7 @@
 """The phases of every rank but rank 0: reach the rendezvous, add this rank to the roll, probe
 (when this rank leads its host), run the collectives, publish the results, and end with rank
 0's exit code. A rank reads O(1) keys whatever the world size: plan, its own mplan, verdict,
-final.
+final; a host leader also reads its own host's results (one key per rank on its host).
 """
 
 from __future__ import annotations
@@ -124,9 +124,11 @@ def phases(rank: Rank, fp: dict[str, Any], listener) -> int:
         return final(rank, FAILED)
     if plan["mesh"] and listener:
         listener.set_token(plan["token"])
+    members: list[int] = []
     if plan["mesh"] and rank.rank in plan.get("leaders", ()):
         rank.set_phase("mesh")
         mine = channel.take(f"mplan/{rank.rank}", rank.phase_deadline()) or {"targets": []}
+        members = [m for m in mine.get("members", []) if isinstance(m, int)]
         row = mesh.probe_row(mine, plan, rank.rank)
         rank.log(f"mesh row: {row}")
         channel.put(f"mesh/{rank.rank}", {str(k): v for k, v in row.items()})
@@ -139,9 +141,32 @@ def phases(rank: Rank, fp: dict[str, Any], listener) -> int:
     except Exception as exc:  # rank 0's store is gone
         rank.say(f"cannot report results to rank 0: {collectives_mod.first_line(exc)}")
         return INCOMPLETE
+    if members:
+        host_results(rank, members, {"ops": [r.to_dict() for r in ops], "bench": rows}, all(r.ok for r in ops))
     if plan.get("reserve") and plan["mesh"] and rank.rank in plan.get("leaders", ()):
         pair_rounds(rank, plan)
     return final(rank, 0 if all(r.ok for r in ops) else FAILED)
+
+
+def host_results(rank: Rank, members: list[int], own: dict[str, Any], passed: bool) -> None:
+    """A host leader gathers its host's results into one key for rank 0 (hres/<leader>): rank 0
+    then reads one key per host. What a rank published is passed on as it opened; a rank that
+    published nothing by the leader's deadline is left out, and rank 0 names it."""
+    channel = rank.channel
+    others = [m for m in members if m != rank.rank]
+    # a second before rank 0 gives up, so that rank 0 still gets this host's row
+    deadline = rank.phase_deadline() - 1.0
+    if not passed:  # the failure is known here: live peers report within moments
+        deadline = min(deadline, time.monotonic() + 1.5)
+    missing = channel.missing([f"res/{m}" for m in others], max(deadline, time.monotonic() + 0.1))
+    got: dict[str, Any] = {str(rank.rank): own}
+    for m in others:
+        if f"res/{m}" not in missing:
+            got[str(m)] = channel.opened(f"res/{m}", m)
+    try:
+        channel.put(f"hres/{rank.rank}", {"got": got})
+    except Exception as exc:  # rank 0's store is gone: final() says so
+        rank.log(f"cannot publish this host's results: {collectives_mod.first_line(exc)}")
 
 
 def pair_rounds(rank: Rank, plan: dict[str, Any]) -> None:

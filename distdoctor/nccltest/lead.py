@@ -66,7 +66,7 @@ def run(rank: Rank, fp: dict[str, Any], listener, if_addrs) -> int:
         return rank.finish("not run: the checks above found a fault that would make it hang")
     ops, rows = collectives_mod.run_all(rank, backend)
     rank.channel.put("res/0", {"ops": [r.to_dict() for r in ops], "bench": rows})
-    gather(rank, ops, rows, notes)
+    gather(rank, ops, rows, notes, planned)
     if planned.plan.get("reserve"):
         why = localise_reason(rank)
         rank.channel.put("loc", {"go": bool(why)})
@@ -231,8 +231,9 @@ def plan_mesh(rank: Rank, backend: str, listener) -> MeshPlan:
                 budget=budget, pairs=len(pairs))
     mine: dict[str, Any] = {"targets": []}
     for s in range(n):
+        # members: the ranks whose results this leader gathers for rank 0 (see gather)
         item = {"targets": [[hmap.leader(d), hmap.addresses[d], ports.get(hmap.leader(d), 0)]
-                            for d in order.get(s, [])]}
+                            for d in order.get(s, [])], "members": hmap.ranks[s]}
         if hmap.leader(s) == 0:
             mine = item
         else:
@@ -284,24 +285,53 @@ def tampered(rank: Rank) -> list[Finding]:
     return [arrival.tampered_finding(seen)] if seen else []
 
 
-def gather(rank: Rank, mine: list[collectives_mod.OpResult], my_rows: list[dict], notes: list[Finding]) -> None:
-    """Every rank's results (rank 0 reads one key per rank; the others read none), judged."""
+def gather(rank: Rank, mine: list[collectives_mod.OpResult], my_rows: list[dict], notes: list[Finding],
+           planned: MeshPlan | None = None) -> None:
+    """Every rank's results, judged. With the host mesh on, each host's leader gathers its
+    host's results into one key (follow.host_results) and rank 0 reads one key per host and
+    its own host's ranks; a host whose leader published nothing is read rank by rank, briefly.
+    Without it (one host, --no-mesh) rank 0 reads one key per rank; the others read none."""
     rank.set_phase("results")
     deadline = rank.phase_deadline()
     if not all(r.ok for r in mine):
         # This rank already saw the failure; a peer that is still alive reports within moments.
         deadline = min(deadline, time.monotonic() + 2.0)
-    missing = rank.channel.missing([f"res/{r}" for r in range(1, rank.world)], deadline)
     got: dict[int, dict[str, Any]] = {0: {"ops": [r.to_dict() for r in mine], "bench": my_rows}}
-    for r in range(1, rank.world):
-        if f"res/{r}" not in missing:
-            value = rank.channel.opened(f"res/{r}", r)
-            if isinstance(value, dict) and isinstance(value.get("ops"), list) \
-                    and all(isinstance(op, dict) and {"name", "ok", "seconds", "detail"} <= set(op)
-                            for op in value["ops"]):
-                got[r] = value
-            else:
-                missing.append(f"res/{r}")
+    hmap = planned.hmap if planned is not None and planned.plan.get("mesh") and planned.unit == "host" else None
+    if hmap is not None:
+        own = next(i for i in range(len(hmap.hosts)) if hmap.leader(i) == 0)
+        direct = [r for r in hmap.ranks[own] if r != 0]
+        leaders = {hmap.leader(i): hmap.ranks[i] for i in range(len(hmap.hosts)) if i != own}
+        waiting = rank.channel.missing([f"hres/{lead}" for lead in leaders] + [f"res/{r}" for r in direct], deadline)
+        for lead, members in leaders.items():
+            value = None if f"hres/{lead}" in waiting else rank.channel.opened(f"hres/{lead}", lead)
+            rows = value.get("got") if isinstance(value, dict) else None
+            if isinstance(rows, dict):
+                for key, row in rows.items():
+                    if key.isdigit() and int(key) in members and _result_ok(row):
+                        got[int(key)] = row
+            else:  # the leader is stuck or gone: its ranks may still have published their own
+                direct += members
+        late = [r for r in direct if r not in got]
+        rank.recorder.extra["results_read"] = {"per_host": len(leaders), "per_rank": len(late)}
+        left = rank.channel.missing([f"res/{r}" for r in late],
+                                    max(min(deadline, time.monotonic() + 2.0), time.monotonic() + 0.1))
+        for r in late:
+            if f"res/{r}" not in left:
+                row = rank.channel.opened(f"res/{r}", r)
+                if _result_ok(row):
+                    got[r] = row
+        missing = [f"res/{r}" for r in range(1, rank.world) if r not in got]
+    else:
+        rank.recorder.extra["results_read"] = {"per_host": 0, "per_rank": rank.world - 1}
+        missing = rank.channel.missing([f"res/{r}" for r in range(1, rank.world)], deadline)
+        for r in range(1, rank.world):
+            if f"res/{r}" not in missing:
+                value = rank.channel.opened(f"res/{r}", r)
+                if _result_ok(value):
+                    got[r] = value
+                else:
+                    missing.append(f"res/{r}")
     silent = sorted(int(k.split("/")[1]) for k in missing)
     states = rank.rank_states(silent) if silent else {}
     rank.recorder.extra["results"] = {str(k): v for k, v in got.items()}
@@ -314,6 +344,12 @@ def gather(rank: Rank, mine: list[collectives_mod.OpResult], my_rows: list[dict]
         if judged:
             rank.recorder.extra["bench"] = my_rows
             rank.recorder.add("nccl-test.bench", [judged[0]], judged[1])
+
+
+def _result_ok(value: Any) -> bool:
+    """A rank's published results have the shape gather reads (anything else is a peer's garbage)."""
+    return isinstance(value, dict) and isinstance(value.get("ops"), list) and all(
+        isinstance(op, dict) and {"name", "ok", "seconds", "detail"} <= set(op) for op in value["ops"])
 
 
 def localise_reason(rank: Rank) -> str:

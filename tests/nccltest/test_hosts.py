@@ -174,3 +174,14 @@ def test_localise_on_a_healthy_lan_singles_out_nobody(lan):
     [finding] = checks(doc)["nccl-test.localise"]["findings"]
     assert finding["status"] == "ok" and "no host or link is singled out" in finding["summary"]
     assert all(s in ("ok", "skip") for s in statuses(doc).values()), doc["checks"]
+
+
+def test_a_host_leader_gathers_its_ranks_results_for_rank_0(lan):
+    """Two ranks on h1 and two on h2: their leaders (ranks 1 and 3) pass their host's results to
+    rank 0 in one key each; every rank's results arrive and the job passes."""
+    rc0, doc, errs, rcs, _ = run_job(lan, ["h0", "h1", "h1", "h2", "h2"])
+    assert rcs == [0] * 5, (errs, doc["checks"])
+    assert sorted(doc["nccl_test"]["results"]) == ["0", "1", "2", "3", "4"]
+    assert doc["nccl_test"]["results_read"] == {"per_host": 2, "per_rank": 0}
+    assert [h["ranks"] for h in doc["nccl_test"]["mesh"]["hosts"]] == [[0], [1, 2], [3, 4]]
+    assert statuses(doc)["nccl-test.all-reduce"] == "ok"

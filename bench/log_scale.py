@@ -3,11 +3,11 @@
 The log is what `srun --label` collects from a 64-rank job run with NCCL_DEBUG=INFO
 NCCL_DEBUG_SUBSYS=INIT,NET,COLL: each rank's init lines (bootstrap, transports), then one
 `AllReduce: opCount ...` line per collective per rank with ISO timestamps, and near the end
-one failure: rank 17 on gpu005 cannot reach a peer (NCCL WARN ... No route to host), after
+one failure: rank 17 on gpu003 cannot reach a peer (NCCL WARN ... No route to host), after
 which the other 63 ranks' watchdogs time out. `distdoctor log --json` and `grep -c WARN` on
 the same file run alternately; medians, their ratio and each one's peak resident memory
 (os.wait4 rusage of that child alone) are printed, and the diagnosis is checked to name rank
-17 on gpu005 as the root cause.
+17 on gpu003 as the root cause.
 
 Goal: <= 15 s and <= 150 MiB resident for 1 GiB.
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from distdoctor import cluster, hostlist
+from distdoctor import cluster, hostlist, limits
 from distdoctor.model import RunContext
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
@@ -39,9 +39,10 @@ def add_arguments(parser) -> None:
     where.add_argument("--nodes", metavar="NODELIST", help="Slurm nodes to check (starts its own step)")
     where.add_argument("--hosts", action="append", default=[], metavar="HOSTS",
                        help="hosts to check over ssh (names or hostlist expressions, comma-separated)")
-    parser.add_argument("--timeout", type=float, default=30.0,
+    parser.add_argument("--timeout", type=limits.arg_seconds, default=30.0,
                         help="seconds a node has to answer (default 30); later nodes are named, not waited for")
-    parser.add_argument("--fanout", type=int, default=64, help="ssh connections at once (default 64)")
+    parser.add_argument("--fanout", type=limits.arg_count(limits.MAX_JOBS), default=64,
+                        help="ssh connections at once (default 64)")
     parser.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
                         help="extra ssh option, e.g. -F ~/.ssh/cluster_config (repeatable)")
     parser.add_argument("--distdoctor", metavar="COMMAND", default=None,

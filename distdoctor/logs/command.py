@@ -7,6 +7,7 @@ import argparse
 import sys
 import time
 
+from distdoctor import limits
 from distdoctor.model import EXIT_ERROR, CheckRun, Finding, Status, exit_code, worst
 from distdoctor.grammar import plural
 
@@ -27,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="show OK findings and explanations")
     parser.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                         help="lowest status that makes the exit code non-zero (default: fail)")
-    parser.add_argument("--max-files", type=int, default=reader.MAX_FILES, metavar="N",
+    parser.add_argument("--max-files", type=limits.arg_count(1_000_000), default=reader.MAX_FILES, metavar="N",
                         help=f"read at most N files from each directory (default {reader.MAX_FILES})")
     parser.add_argument("--max-bytes", type=_size, default=reader.MAX_BYTES, metavar="SIZE",
                         help="read at most SIZE of one file: its head and tail, half each (default 4G)")
-    parser.add_argument("--hang-gap", type=float, default=60.0, metavar="SECONDS",
+    parser.add_argument("--hang-gap", type=limits.arg_seconds, default=60.0, metavar="SECONDS",
                         help="a rank silent this long before the others' last line counts as stopped (default 60)")
 
 

@@ -73,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bench", action="store_true", help="all_reduce message-size sweep (like nccl-tests)")
     parser.add_argument("-b", "--minbytes", default="1K", help="--bench: smallest size (default 1K)")
     parser.add_argument("-e", "--maxbytes", default="16M", help="--bench: largest size (default 16M)")
-    parser.add_argument("-f", "--stepfactor", type=int, default=4, help="--bench: size multiplier (default 4)")
+    parser.add_argument("-f", "--stepfactor", type=limits.arg_count(1 << 20, low=2), default=4,
+                        help="--bench: size multiplier (default 4)")
     parser.add_argument("--iters", type=limits.arg_count(100000), default=5,
                         help="--bench: timed iterations per size (default 5)")
     parser.add_argument("--format", choices=("console", "json", "prometheus"), default="console")

@@ -214,3 +214,16 @@ def test_nccl_numeric_variables_are_read_as_nccl_reads_them(value, says):
     doc = strict_json(result.stdout)
     summaries = [f["summary"] for f in findings(doc, "host.nccl-env") if f["subject"] == "NCCL_IB_DISABLE"]
     assert len(summaries) == 1 and says in summaries[0] and len(summaries[0]) < 300
+
+
+def test_every_numeric_option_of_every_command_is_range_checked():
+    """A bare int or float type lets nan, inf, 0 or -1 through (`--timeout nan` spun forever):
+    every number an option takes goes through distdoctor.limits, in every command."""
+    import argparse
+
+    from distdoctor.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {action.option_strings[0]}" for name, command in sub.choices.items()
+            for action in command._actions if action.type in (int, float)]
+    assert not bare, bare

@@ -44,6 +44,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """fleet's options, here so that parsing any command does not import fleet (and cluster)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--nodes", metavar="NODELIST", help="Slurm nodes to check (starts its own step)")
+    where.add_argument("--hosts", action="append", default=[], metavar="HOSTS",
+                       help="hosts to check over ssh (names or hostlist expressions, comma-separated)")
+    parser.add_argument("--timeout", type=limits.arg_seconds, default=30.0,
+                        help="seconds a node has to answer (default 30); later nodes are named, not waited for")
+    parser.add_argument("--fanout", type=limits.arg_count(limits.MAX_JOBS), default=64,
+                        help="ssh connections at once (default 64)")
+    parser.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
+                        help="extra ssh option, e.g. -F ~/.ssh/cluster_config (repeatable)")
+    parser.add_argument("--distdoctor", metavar="COMMAND", default=None,
+                        help="how to run distdoctor on the nodes (default: this interpreter's `-m distdoctor` "
+                             "under srun, `python3 -m distdoctor` over ssh)")
+    parser.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="passed to each node's check")
+    parser.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="passed to each node's check")
+    parser.add_argument("--save", metavar="DIR", help="write each node's report to DIR/<node>.json")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="distdoctor", description="Diagnose distributed deep-learning clusters.",
                      epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,9 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     fleet = sub.add_parser("fleet", help="run check on every node (srun or ssh) and name the odd ones",
                            epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from distdoctor import fleet as fleet_mod
-
-    fleet_mod.add_arguments(fleet)
+    add_fleet_arguments(fleet)
     add_cluster_output(fleet)
 
     from distdoctor import nccltest

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from distdoctor import cluster, hostlist, limits
+from distdoctor import cluster, hostlist
 from distdoctor.model import RunContext
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
@@ -32,25 +32,6 @@ SLACK = 10.0  # seconds srun and ssh get beyond the nodes' bound before the whol
 class Gathered:
     reports: dict[str, dict]
     missing: list[cluster.Missing]
-
-
-def add_arguments(parser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--nodes", metavar="NODELIST", help="Slurm nodes to check (starts its own step)")
-    where.add_argument("--hosts", action="append", default=[], metavar="HOSTS",
-                       help="hosts to check over ssh (names or hostlist expressions, comma-separated)")
-    parser.add_argument("--timeout", type=limits.arg_seconds, default=30.0,
-                        help="seconds a node has to answer (default 30); later nodes are named, not waited for")
-    parser.add_argument("--fanout", type=limits.arg_count(limits.MAX_JOBS), default=64,
-                        help="ssh connections at once (default 64)")
-    parser.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
-                        help="extra ssh option, e.g. -F ~/.ssh/cluster_config (repeatable)")
-    parser.add_argument("--distdoctor", metavar="COMMAND", default=None,
-                        help="how to run distdoctor on the nodes (default: this interpreter's `-m distdoctor` "
-                             "under srun, `python3 -m distdoctor` over ssh)")
-    parser.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="passed to each node's check")
-    parser.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="passed to each node's check")
-    parser.add_argument("--save", metavar="DIR", help="write each node's report to DIR/<node>.json")
 
 
 def node_argv(base: Sequence[str], timeout: float, only: Sequence[str], skip: Sequence[str]) -> list[str]:

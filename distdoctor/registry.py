@@ -107,26 +107,24 @@ def _source_tree_builtin() -> object | None:
     return module
 
 
-def _load_entry_point(ep) -> object:
+def _builtin(load: Callable[[], object]) -> object:
+    """The built-in pack from load(); when `distdoctor.checks` is not importable because the
+    source tree's distdoctor/ shadows the installed package, from the tree's checks/ instead."""
     try:
-        return ep.load()
-    except ModuleNotFoundError as exc:
-        if ep.value != BUILTIN or exc.name != BUILTIN:
-            raise
-        pack = _source_tree_builtin()
-        if pack is None:
-            raise
-        return pack
-
-
-def _load_uninstalled_builtin() -> object:
-    try:
-        return importlib.import_module(BUILTIN)
+        return load()
     except ModuleNotFoundError as exc:
         pack = _source_tree_builtin() if exc.name == BUILTIN else None
         if pack is None:
             raise
         return pack
+
+
+def _load_entry_point(ep) -> object:
+    return _builtin(ep.load) if ep.value == BUILTIN else ep.load()
+
+
+def _load_uninstalled_builtin() -> object:
+    return _builtin(lambda: importlib.import_module(BUILTIN))
 
 
 def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str]:

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from distdoctor.nccltest import collectives as collectives_mod
-from distdoctor.nccltest import hostmesh, mesh, pairtests
+from distdoctor.nccltest import mesh, pairtests
 from distdoctor.nccltest import store as store_mod
 from distdoctor.nccltest.rendezvous import expected_rank_hosts
 
@@ -177,8 +177,7 @@ def pair_rounds(rank: Rank, plan: dict[str, Any]) -> None:
     if not go or not go.get("go"):
         return
     rank.set_phase("localise")
-    per_round = pairtests.round_seconds(plan["probe_timeout"])
-    round_plan = {**plan, "nbytes": hostmesh.BENCH_TRANSFER_BYTES, "budget": per_round - 0.5}
+    round_plan = pairtests.probe_plan(plan)
     for k in range(pairtests.MAX_ROUNDS + 1):
         item = channel.take(f"lt/{k}/{rank.rank}", rank.deadline)
         if not isinstance(item, dict) or item.get("done"):

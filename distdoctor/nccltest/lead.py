@@ -374,7 +374,7 @@ def localise_phase(rank: Rank, planned: MeshPlan, why: str) -> None:
     leaders = [hmap.leader(i) for i in range(n)]
     ports = {f["rank"]: f.get("mesh_port") or 0 for f in rank.fps}
     per_round = pairtests.round_seconds(plan["probe_timeout"])
-    round_plan = {**plan, "nbytes": hostmesh.BENCH_TRANSFER_BYTES, "budget": per_round - 0.5}
+    round_plan = pairtests.probe_plan(plan)
     loc = localise.Localiser(hmap.hosts, max_rounds=pairtests.MAX_ROUNDS)
     pairtests.seed(loc, planned.probes)
     tested: list[list[list[str]]] = []

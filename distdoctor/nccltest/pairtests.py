@@ -41,6 +41,12 @@ def round_seconds(probe_timeout: float) -> float:
     return 3 * probe_timeout + 1.0
 
 
+def probe_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The mesh plan as a round's probes use it (mesh.probe_row): the bench-size transfer and a
+    budget that ends within the round. Rank 0 and the leaders derive the same from the plan."""
+    return {**plan, "nbytes": hostmesh.BENCH_TRANSFER_BYTES, "budget": round_seconds(plan["probe_timeout"]) - 0.5}
+
+
 def pair_result(forward: Mapping[str, Any] | None,
                 backward: Mapping[str, Any] | None) -> tuple[bool, float | None, float | None]:
     """(passed, speed as judged, speed as measured) of a pair test from its two directed probes.

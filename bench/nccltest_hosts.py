@@ -38,17 +38,6 @@ _LAUNCHER = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_", "MASTER_", "RA
              "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
-def lan(ns: Namespaces, subnet: str) -> None:
-    ns.add("sw")
-    ns.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
-    ns.run("sw", ["ip", "link", "set", "br0", "up"])
-    for i, name in enumerate(HOSTS):
-        ns.add(name)
-        ns.veth(name, "eth0", "sw", f"p{i}")
-        ns.run("sw", ["ip", "link", "set", f"p{i}", "master", "br0"])
-        ns.run(name, ["ip", "addr", "add", f"{subnet}.{i + 1}/24", "dev", "eth0"])
-
-
 def floor(ns: Namespaces, hosts: int) -> float:
     """Wall seconds of `import torch` in one process per host, all at once."""
     start = time.perf_counter()
@@ -105,7 +94,7 @@ def main() -> int:
         return 64
     subnet = f"10.122.{os.getpid() % 250 + 1}"
     with Namespaces("qcb") as ns:
-        lan(ns, subnet)
+        ns.lan(HOSTS, subnet)
         walls: dict[int, list[float]] = {2: [], 4: []}
         protocol: dict[int, list[float]] = {2: [], 4: []}
         floors: dict[int, list[float]] = {2: [], 4: []}

@@ -68,6 +68,18 @@ class Namespaces:
             self.run(ns, ["ip", "link", "set", tmp, "name", final])
             self.run(ns, ["ip", "link", "set", final, "up"])
 
+    def lan(self, hosts: Sequence[str], subnet: str, switch: str = "sw") -> None:
+        """One namespace per host, each with eth0 = subnet.(i+1)/24 on a bridge br0 in `switch`
+        (whose port to host i is p<i>)."""
+        self.add(switch)
+        self.run(switch, ["ip", "link", "add", "br0", "type", "bridge"])
+        self.run(switch, ["ip", "link", "set", "br0", "up"])
+        for i, name in enumerate(hosts):
+            self.add(name)
+            self.veth(name, "eth0", switch, f"p{i}")
+            self.run(switch, ["ip", "link", "set", f"p{i}", "master", "br0"])
+            self.run(name, ["ip", "addr", "add", f"{subnet}.{i + 1}/24", "dev", "eth0"])
+
     def pids(self, short: str) -> list[int]:
         proc = subprocess.run(["ip", "netns", "pids", self.name(short)], capture_output=True, text=True, timeout=10)
         return [int(p) for p in proc.stdout.split() if p.isdigit()]

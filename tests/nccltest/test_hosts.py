@@ -34,14 +34,7 @@ def lan():
     """Namespaces qc<pid>h0..h3, each with eth0 = SUBNET.(i+1)/24 on a bridge in qc<pid>sw."""
     require_torch()
     with Namespaces("qc") as ns:
-        ns.add("sw")
-        ns.run("sw", ["ip", "link", "add", "br0", "type", "bridge"])
-        ns.run("sw", ["ip", "link", "set", "br0", "up"])
-        for i, name in enumerate(HOSTS):
-            ns.add(name)
-            ns.veth(name, "eth0", "sw", f"p{i}")
-            ns.run("sw", ["ip", "link", "set", f"p{i}", "master", "br0"])
-            ns.run(name, ["ip", "addr", "add", f"{SUBNET}.{i + 1}/24", "dev", "eth0"])
+        ns.lan(HOSTS, SUBNET)
         yield ns
 
 

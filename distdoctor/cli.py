@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--probe-torch", action="store_true",
                        help="import torch in a subprocess to report its real distributed backends and NCCL (slower)")
     check.add_argument("--no-cache", action="store_true",
-                       help="run every tool now instead of reusing answers cached under $XDG_CACHE_HOME/distdoctor "
+                       help="run every tool and look up check packs now instead of reusing answers cached under "
+                            "$XDG_CACHE_HOME/distdoctor "
                             "(they are reused only while the tool, its files and environment are unchanged)")
 
     lst = sub.add_parser("list", help="list the available checks")
@@ -400,6 +401,13 @@ def _validate_selection(checks: list[CheckInfo], args: argparse.Namespace) -> No
                              f"(see `distdoctor list`)")
 
 
+def tool_cache(host):
+    """The cache of tool answers and entry points under $XDG_CACHE_HOME/distdoctor (toolcache.py)."""
+    from distdoctor import toolcache
+
+    return toolcache.ToolCache(toolcache.directory_for(host.env, host.home()), __version__)
+
+
 def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.api import Context
     from distdoctor.engine import Interrupted, build_report, problem_run, run_checks
@@ -410,9 +418,7 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     started = time.monotonic()
     host = Host()
     if not args.no_cache:
-        from distdoctor import toolcache
-
-        host.cache = toolcache.ToolCache(toolcache.directory_for(host.env, host.home()), __version__)
+        host.cache = tool_cache(host)
     config = load_config(args.config, host)
     if args.output:
         try:
@@ -424,7 +430,8 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     # covers loading the packs too: a pack that hangs at import is abandoned within it.
     total_timeout = args.timeout if args.timeout is not None else float(config.run.get("timeout", 60))
     jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
-    registry = registry_mod.load(args.checks_dir, host.env, budget=total_timeout / 2, run_bound=total_timeout)
+    registry = registry_mod.load(args.checks_dir, host.env, budget=total_timeout / 2, run_bound=total_timeout,
+                                 cache=host.cache)
     try:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
@@ -603,7 +610,8 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
 def cmd_list(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
-    registry = registry_mod.load(args.checks_dir, Host().env)
+    host = Host()
+    registry = registry_mod.load(args.checks_dir, host.env, cache=tool_cache(host))
     checks = registry.sorted()
     stream = out.text()
     if args.json:
@@ -625,7 +633,8 @@ def cmd_list(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 def cmd_explain(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
-    registry = registry_mod.load(args.checks_dir, Host().env)
+    host = Host()
+    registry = registry_mod.load(args.checks_dir, host.env, cache=tool_cache(host))
     info = registry.checks.get(args.id)
     if info is None:
         close = [c for c in registry.checks if args.id in c]

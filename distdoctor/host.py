@@ -426,26 +426,37 @@ class Host:
 
     def distribution(self, name: str) -> Distribution | None:
         """An installed Python distribution, read from its metadata (no import)."""
-        from importlib import metadata
-
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
+        found = _dist_info(name)
+        if found is _ASK_METADATA:
+            dist = _metadata_distribution(name)
+            if dist is None:
+                return None
+            files = tuple(str(f) for f in (dist.files or ()))
+            return Distribution(dist.metadata["Name"] or name, dist.version, str(dist.locate_file("")), files)
+        if found is None:
             return None
-        location = str(dist.locate_file(""))
-        files = tuple(str(f) for f in (dist.files or ()))
-        return Distribution(dist.metadata["Name"] or name, dist.version, location, files)
+        location, folder = found
+        headers = _metadata_headers(_read_text(os.path.join(folder, "METADATA")))
+        return Distribution(headers.get("name") or name, headers.get("version", ""), location,
+                            _record_paths(_read_text(os.path.join(folder, "RECORD"))))
 
     def distribution_names(self) -> list[str]:
         """Normalized names (nvidia_nccl_cu13) of every installed Python distribution, taken
         from the .dist-info folder names: reading each METADATA instead costs 0.1 s on a
         site-packages of a hundred packages, most of `distdoctor check`'s budget."""
-        from importlib import metadata
-
         names = set()
-        for dist in metadata.distributions():
-            name = getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "")
-            names.add(re.sub(r"[-_.]+", "_", name).lower())
+        for folder in sys.path:
+            try:
+                entries = os.listdir(folder or ".")
+            except NotADirectoryError:  # a zip on sys.path: only importlib.metadata sees into it
+                from importlib import metadata
+
+                for dist in metadata.distributions(path=[folder]):
+                    names.add(_normalize(getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "")))
+                continue
+            except OSError:
+                continue
+            names.update(_normalize(_dist_stem(entry)) for entry in entries if entry.lower().endswith(_DIST_SUFFIXES))
         return sorted(n for n in names if n)
 
     def python_version(self) -> str:
@@ -520,13 +531,90 @@ class Host:
     def distribution_metadata(self, name: str) -> tuple[str, str, str] | None:
         """(version, location, METADATA text) of an installed distribution, without reading
         its file list: torch's RECORD has 15,000 lines and costs 0.1 s to parse."""
-        from importlib import metadata
-
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
+        found = _dist_info(name)
+        if found is _ASK_METADATA:
+            dist = _metadata_distribution(name)
+            if dist is None:
+                return None
+            return dist.version, str(dist.locate_file("")), dist.read_text("METADATA") or ""
+        if found is None:
             return None
-        return dist.version, str(dist.locate_file("")), dist.read_text("METADATA") or ""
+        location, folder = found
+        text = _read_text(os.path.join(folder, "METADATA"))
+        return _metadata_headers(text).get("version", ""), location, text
+
+
+# Installed distributions are found the way importlib.metadata's path finder finds them (the
+# first *.dist-info on sys.path whose name before the first '-' normalizes to the one asked
+# for), by a listing: importing importlib.metadata pulls in the email package, a fifth of a
+# warm `distdoctor check`. Anything a listing cannot answer alike (an .egg-info or .egg, a zip
+# on sys.path) is asked of importlib.metadata itself.
+_DIST_SUFFIXES = (".dist-info", ".egg-info", ".egg")
+_ASK_METADATA = object()
+
+
+def _metadata_distribution(name: str):
+    from importlib import metadata
+
+    try:
+        return metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _dist_stem(entry: str) -> str:
+    return entry.rpartition(".")[0].partition("-")[0]
+
+
+def _dist_info(name: str):
+    """(sys.path folder, its *.dist-info folder) for name, None when not installed, or
+    _ASK_METADATA."""
+    want = _normalize(name)
+    for folder in sys.path:
+        path = folder or "."
+        try:
+            entries = os.listdir(path)
+        except NotADirectoryError:
+            return _ASK_METADATA
+        except OSError:
+            continue
+        for entry in entries:
+            lower = entry.lower()
+            if lower.endswith(_DIST_SUFFIXES) and _normalize(_dist_stem(entry)) == want:
+                if not lower.endswith(".dist-info"):
+                    return _ASK_METADATA
+                return os.path.abspath(path), os.path.join(os.path.abspath(path), entry)
+    return None
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _metadata_headers(text: str) -> dict[str, str]:
+    """Name and Version from a METADATA file's header block (lower-cased keys, first wins)."""
+    headers: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the description follows the first blank line
+        key, sep, value = line.partition(":")
+        if sep and not line[:1].isspace() and key.lower() in ("name", "version"):
+            headers.setdefault(key.lower(), value.strip())
+    return headers
+
+
+def _record_paths(text: str) -> tuple[str, ...]:
+    import csv
+
+    return tuple(row[0] for row in csv.reader(text.splitlines()) if row)
 
 
 def _nvml_query() -> dict[str, Any]:

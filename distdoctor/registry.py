@@ -22,10 +22,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Callable, Iterable, Mapping
 
-from distdoctor import limits
+from distdoctor import entrypoints, limits
 from distdoctor.model import CheckInfo
 
 GROUP = "distdoctor.checks"
@@ -166,13 +165,15 @@ class _PackLoad:
 
 
 def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
-         entry_points: Iterable | None = None, budget: float = 60.0, run_bound: float | None = None) -> Registry:
+         entry_points: Iterable | None = None, budget: float = 60.0, run_bound: float | None = None,
+         cache=None) -> Registry:
     """Every pack, imported in parallel, all of them bounded by PACK_LOAD_TIMEOUT and budget
-    (run_bound: the run's --timeout that budget is a share of, to name it when it is the cut)."""
+    (run_bound: the run's --timeout that budget is a share of, to name it when it is the cut;
+    cache: a toolcache.ToolCache for the list of entry points, see entrypoints.py)."""
     registry = Registry()
     deadline = time.monotonic() + min(budget, PACK_LOAD_TIMEOUT)
     sources: list[tuple[str, Callable[[], object]]] = []
-    eps = list(entry_points if entry_points is not None else metadata.entry_points(group=GROUP))
+    eps = list(entry_points if entry_points is not None else entrypoints.for_group(GROUP, cache))
     if entry_points is None and not any(ep.name == "builtin" for ep in eps):
         # Not installed (a clone on PYTHONPATH): no entry points at all, but the pack is beside us.
         sources.append((f"entry point builtin ({BUILTIN})", _load_uninstalled_builtin))

@@ -24,7 +24,7 @@ import os
 import tempfile
 from typing import Any, Iterable, Mapping, Sequence
 
-FORMAT = 1
+FORMAT = 2  # 2: entries hold {"key", "value"}
 MAX_ENTRIES = 200
 # Variables that change what the cached tools print (Open MPI reads its MCA parameters and
 # prefix from the environment; PATH and LD_LIBRARY_PATH pick the libraries and components).
@@ -55,8 +55,12 @@ class ToolCache:
         self.version = version
 
     def key(self, argv: Sequence[str], exe: str, env: Mapping[str, str], depends_on: Iterable[str] = ()) -> str:
-        material = {"format": FORMAT, "version": self.version, "argv": list(argv), "exe": _stat(exe),
-                    "files": [_stat(p) for p in depends_on], "env": relevant_env(env)}
+        return self.key_for({"argv": list(argv), "exe": _stat(exe), "files": [_stat(p) for p in depends_on],
+                             "env": relevant_env(env)})
+
+    def key_for(self, material: Mapping[str, Any]) -> str:
+        """The key of an answer that depends on exactly this (JSON-safe) material."""
+        material = {**material, "format": FORMAT, "version": self.version}
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
     def _path(self, key: str) -> str:
@@ -67,6 +71,18 @@ class ToolCache:
         return st.st_uid == os.getuid() and not st.st_mode & 0o077
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """A tool's stored answer: returncode, stdout, stderr; None on a miss."""
+        entry = self.get_value(key)
+        if not isinstance(entry, dict) or not isinstance(entry.get("stdout"), str) \
+                or not isinstance(entry.get("stderr"), str) or not isinstance(entry.get("returncode"), int):
+            return None
+        return entry
+
+    def put(self, key: str, returncode: int, stdout: str, stderr: str) -> None:
+        self.put_value(key, {"returncode": returncode, "stdout": stdout, "stderr": stderr})
+
+    def get_value(self, key: str) -> Any:
+        """Any JSON value stored under key (the caller checks its shape); None on a miss."""
         try:
             if not self._private(self.directory):
                 return None  # another user could have planted answers there
@@ -76,12 +92,11 @@ class ToolCache:
                 entry = json.load(fh)
         except (OSError, ValueError):
             return None
-        if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("stdout"), str) \
-                or not isinstance(entry.get("stderr"), str) or not isinstance(entry.get("returncode"), int):
+        if not isinstance(entry, dict) or entry.get("key") != key:
             return None
-        return entry
+        return entry.get("value")
 
-    def put(self, key: str, returncode: int, stdout: str, stderr: str) -> None:
+    def put_value(self, key: str, value: Any) -> None:
         """Best effort: a cache that cannot be written costs the next run the tool's time."""
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
@@ -92,7 +107,7 @@ class ToolCache:
             return
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp creates it 0600
-                json.dump({"key": key, "returncode": returncode, "stdout": stdout, "stderr": stderr}, fh)
+                json.dump({"key": key, "value": value}, fh)
             os.replace(tmp, self._path(key))
         except OSError:
             try:

@@ -14,17 +14,12 @@ from __future__ import annotations
 import io
 import re
 from itertools import groupby
-from typing import IO, Callable, Mapping
-
-from rich.console import Console
-from rich.markup import escape
-from rich.padding import Padding
-from rich.table import Table
-from rich.text import Text
+from typing import IO, Any, Callable, Mapping, Sequence
 
 from distdoctor.compare import fold
 from distdoctor.grammar import plural
 from distdoctor.model import CheckRun, Finding, Report, Status
+from distdoctor.render import layout
 
 GLYPHS = {
     Status.OK: ("✓", "green"),
@@ -71,14 +66,113 @@ class _Buffer(io.StringIO):
         return self._encoding
 
 
+Span = tuple[str, str]  # (text, rich style name)
+
+
+class Page:
+    """Where the console view is drawn: lines of styled spans, blank lines and tables, written
+    to file at width. Without escape codes it lays the text out itself (render/layout.py);
+    with them, or for a block that layout declines, it draws through rich, imported then."""
+
+    def __init__(self, file: IO[str], width: int, color: bool, use_rich: bool = False):
+        self.file = file
+        self.width = width
+        self.color = color
+        self.use_rich = use_rich or color  # use_rich without color: for the test that both agree
+        self._console: Any = None
+        encoding = (getattr(file, "encoding", None) or "utf-8").lower()
+        self.ascii = "utf" not in encoding
+
+    def glyph(self, status: Status) -> Span:
+        symbol, style = GLYPHS[status]
+        return (ASCII_GLYPHS[status] if self.ascii else symbol), style
+
+    def blank(self) -> None:
+        self.file.write("\n")
+
+    def line(self, spans: Sequence[Span | str], indent: int = 0, wrap: bool = True) -> None:
+        """One logical line: wrapped at the width with its continuation lines indented as its
+        first (indent), or never wrapped (wrap=False: a fix must paste as one command)."""
+        parts = layout.expand_tabs([(p, "") if isinstance(p, str) else (p[0], p[1]) for p in spans])
+        text = "".join(t for t, _style in parts)
+        if not wrap and "\n" in text:
+            for one in _split_lines(parts):  # each line unwrapped and indented alike
+                self.line(one, indent, wrap=False)
+            return
+        if self.use_rich or not layout.plain_ok(text):
+            self._rich_line(parts, indent, wrap)
+            return
+        if wrap and indent and not text:
+            return  # rich draws an empty indented block as nothing at all; so do we
+        lines = layout.wrap(text, self.width - indent) if wrap else text.split("\n")
+        self.file.write("".join(" " * indent + piece + "\n" for piece in lines))
+
+    def table(self, columns: list, rows: list, indent: int = 0) -> None:
+        drawn = None if self.use_rich else layout.table([str(c) for c in columns], [[str(c) for c in r] for r in rows],
+                                                        self.width - indent)
+        if drawn is None:
+            self._rich_table(columns, rows, indent)
+            return
+        self.file.write("".join(" " * indent + row + "\n" for row in drawn))
+
+    # --- rich, imported only when drawn with -------------------------------------------------
+
+    def _rich(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self.file, width=self.width, force_terminal=self.color,
+                                    color_system="standard" if self.color else None, no_color=not self.color,
+                                    highlight=False, soft_wrap=False, emoji=False, legacy_windows=False)
+        return self._console
+
+    def _rich_line(self, parts: list[Span], indent: int, wrap: bool) -> None:
+        from rich.padding import Padding
+        from rich.text import Text
+
+        console = self._rich()
+        text = Text()
+        for part, style in parts:
+            text.append(part, style=style or None)
+        if not wrap:
+            console.print(Text(" " * indent) + text if indent else text, soft_wrap=True)
+        elif indent:
+            # Wrapped lines keep the indent, so the report still reads as a tree at 80 columns.
+            console.print(Padding(text, (0, 0, 0, indent), expand=False))
+        else:
+            console.print(text, overflow="fold")
+
+    def _rich_table(self, columns: list, rows: list, indent: int) -> None:
+        from rich.padding import Padding
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for column in columns:
+            # Text, not str: a cell such as "[bold]" is data, never markup.
+            table.add_column(Text(layout.sanitize(str(column))), overflow="fold")
+        for row in rows:
+            table.add_row(*(Text(layout.sanitize(str(cell))) for cell in row))
+        console = self._rich()
+        console.print(Padding(table, (0, 0, 0, indent), expand=False) if indent else table)
+
+
+def _split_lines(parts: list[Span]) -> list[list[Span]]:
+    lines: list[list[Span]] = [[]]
+    for text, style in parts:
+        for index, piece in enumerate(text.split("\n")):
+            if index:
+                lines.append([])
+            lines[-1].append((piece, style))
+    return lines
+
+
 def to_text(subject, width: int, color: bool, verbose: bool = False, draw: Callable | None = None,
-            encoding: str = "utf-8") -> str:
+            encoding: str = "utf-8", use_rich: bool = False) -> str:
     """What `draw` (render by default) prints for subject, as text: with escape codes only when
     color is on, and never a trailing space."""
     buf = _Buffer(encoding)
-    console = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None,
-                      no_color=not color, highlight=False, soft_wrap=False, emoji=False, legacy_windows=False)
-    (draw or render)(subject, console, verbose)
+    (draw or render)(subject, Page(buf, width, color, use_rich), verbose)
     return _TRAILING.sub(r"\1", buf.getvalue())
 
 
@@ -94,53 +188,32 @@ def text_for(subject, verbose: bool, stream: IO[str], env: Mapping[str, str], to
     return to_text(subject, width, color and not to_file, verbose, draw, encoding)
 
 
-def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None) -> Console:
-    return Console(file=file, width=width, no_color=None if color is None else not color,
-                   highlight=False, soft_wrap=False, emoji=False)
+def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None) -> Page:
+    """A Page on file (stdout by default), at width (the rule's default), with escape codes
+    only when color is true."""
+    import sys
+
+    return Page(file if file is not None else sys.stdout, width or DEFAULT_WIDTH, bool(color))
 
 
-def _glyph(console: Console, status: Status) -> Text:
-    symbol, style = GLYPHS[status]
-    encoding = (getattr(console.file, "encoding", None) or "utf-8").lower()
-    if "utf" not in encoding:
-        symbol = ASCII_GLYPHS[status]
-    return Text(symbol, style=style)
-
-
-def _table(evidence_table: dict) -> Table | None:
-    columns = evidence_table.get("columns")
-    rows = evidence_table.get("rows")
-    if not isinstance(columns, list) or not isinstance(rows, list):
-        return None
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in columns:
-        table.add_column(str(column), overflow="fold")
-    for row in rows:
-        table.add_row(*(str(cell) for cell in row))
-    return table
-
-
-def _finding_lines(console: Console, run: CheckRun, verbose: bool) -> None:
+def _finding_lines(page: Page, run: CheckRun, verbose: bool) -> None:
     findings: list[Finding] = list(run.findings)
     shown = findings if verbose else [f for f in findings if f.status is not Status.OK] or findings[:1]
     hidden = len(findings) - len(shown)
     for finding in shown:
-        line = Text()
+        line: list[Span] = []
         if len(findings) > 1:
-            line.append_text(_glyph(console, finding.status))
-            line.append(" ")
-        line.append(finding.summary, style="dim" if finding.status in (Status.OK, Status.SKIP) else "")
-        # Wrapped lines keep the indent, so the report still reads as a tree at 80 columns.
-        console.print(Padding(line, (0, 0, 0, 4), expand=False))
+            line += [page.glyph(finding.status), (" ", "")]
+        line.append((finding.summary, "dim" if finding.status in (Status.OK, Status.SKIP) else ""))
+        page.line(line, indent=4)
         if verbose and finding.explanation:
-            console.print(Padding(Text(finding.explanation, style="dim"), (0, 0, 0, 6), expand=False))
+            page.line([(finding.explanation, "dim")], indent=6)
         table = finding.evidence.get("table") if isinstance(finding.evidence, dict) else None
-        if isinstance(table, dict):
-            drawn = _table(table)
-            if drawn is not None:
-                console.print(Padding(drawn, (0, 0, 0, 4), expand=False))
+        if isinstance(table, dict) and isinstance(table.get("columns"), list) and isinstance(table.get("rows"), list) \
+                and all(isinstance(row, (list, tuple)) for row in table["rows"]):
+            page.table(table["columns"], table["rows"], indent=4)
     if hidden:
-        console.print(Padding(Text(f"(+{hidden} OK; -v shows them)", style="dim"), (0, 0, 0, 4), expand=False))
+        page.line([(f"(+{hidden} OK; -v shows them)", "dim")], indent=4)
 
 
 def _fold_skips(runs: list[CheckRun]) -> list[tuple[str, list[CheckRun]]]:
@@ -166,99 +239,77 @@ def fix_items(report: Report) -> list[list[tuple[CheckRun, Finding]]]:
     return list(items.values())
 
 
-def render(report: Report, console: Console, verbose: bool = False) -> None:
-    header = Text()
-    header.append(f"distdoctor {report.tool_version}", style="bold")
-    header.append(f" · {report.command} · host {report.host} · {report.context.description}")
-    console.print(header, overflow="fold")
+def render(report: Report, page: Page, verbose: bool = False) -> None:
+    page.line([(f"distdoctor {report.tool_version}", "bold"),
+               f" · {report.command} · host {report.host} · {report.context.description}"])
     if report.context.rank is not None:
-        console.print(Text(f"rank {report.context.rank} of {report.context.world_size}, local rank "
-                           f"{report.context.local_rank}", style="dim"))
+        page.line([(f"rank {report.context.rank} of {report.context.world_size}, local rank "
+                    f"{report.context.local_rank}", "dim")])
     runs = sorted(report.runs, key=lambda r: r.area)
     for area, grouped in groupby(runs, key=lambda r: r.area):
-        console.print()
-        console.print(Text(area, style="bold underline"))
+        page.blank()
+        page.line([(area, "bold underline")])
         group = list(grouped)
         folded = [] if verbose else _fold_skips(group)
         for reason, skipped in folded:
-            line = Text()
-            line.append_text(_glyph(console, Status.SKIP))
-            line.append(f" {plural(len(skipped), 'check')} skipped: {reason}", style="dim")
-            line.append(f"  [{', '.join(r.id for r in skipped)}]", style="dim")
-            console.print(Padding(line, (0, 0, 0, 2), expand=False))
+            page.line([page.glyph(Status.SKIP), (f" {plural(len(skipped), 'check')} skipped: {reason}", "dim"),
+                       (f"  [{', '.join(r.id for r in skipped)}]", "dim")], indent=2)
         hidden = {r.id for _reason, skipped in folded for r in skipped}
         for run in group:
             if run.id in hidden:
                 continue
-            line = Text()
-            line.append_text(_glyph(console, run.status))
-            line.append(" ")
-            line.append(run.title, style="bold" if run.status.severity >= Status.WARN.severity else "")
-            line.append(f"  [{run.id}]", style="dim")
-            console.print(Padding(line, (0, 0, 0, 2), expand=False))
-            _finding_lines(console, run, verbose)
+            page.line([page.glyph(run.status), " ", (run.title, "bold" if run.status.severity >= Status.WARN.severity else ""),
+                       (f"  [{run.id}]", "dim")], indent=2)
+            _finding_lines(page, run, verbose)
 
     fixes = fix_items(report)
     if fixes:
-        console.print()
-        console.print(Text("How to fix", style="bold underline"))
+        page.blank()
+        page.line([("How to fix", "bold underline")])
         for number, same in enumerate(fixes, 1):
             run, finding = same[0]
-            title = Text(f"{number}. ")
-            title.append_text(_glyph(console, finding.status))
-            title.append(f" {finding.summary}", style="bold")
-            title.append(f"  [{run.id}]", style="dim")
-            console.print(title, overflow="fold")
+            page.line([f"{number}. ", page.glyph(finding.status), (f" {finding.summary}", "bold"), (f"  [{run.id}]", "dim")])
             if len(same) > 1:
                 subjects = fold([f.subject for _r, f in same if f.subject])
                 ids = ", ".join(dict.fromkeys(r.id for r, _f in same))
-                console.print(Padding(Text(f"the same fix for {len(same)} findings" + (f": {subjects}" if subjects else "")
-                                           + (f"  [{ids}]" if ids != run.id else ""), style="dim"),
-                                      (0, 0, 0, 3), expand=False))
+                page.line([(f"the same fix for {len(same)} findings" + (f": {subjects}" if subjects else "")
+                            + (f"  [{ids}]" if ids != run.id else ""), "dim")], indent=3)
             if finding.explanation:
-                console.print(Padding(Text(finding.explanation), (0, 0, 0, 3), expand=False))
+                page.line([finding.explanation], indent=3)
             if finding.fix:
                 for fix_line in finding.fix.splitlines():
                     # Never wrapped by us: a fix broken over two lines pastes as two commands
                     # (the tail of a comment would run). The terminal may wrap it visually.
-                    console.print(Text("   $ ", style="dim") + Text(fix_line, style="cyan"), soft_wrap=True)
+                    page.line([("   $ ", "dim"), (fix_line, "cyan")], wrap=False)
 
     counts = report.counts()
-    summary = Text()
-    summary.append(f"\n{plural(len(report.runs), 'check')}: ", style="bold")
     parts = [f"{counts[s.value]} {s.value}" for s in Status if counts[s.value] or s in (Status.OK, Status.WARN, Status.FAIL)]
-    summary.append(" · ".join(parts))
-    summary.append(f" in {report.duration:.2f} s")
-    console.print(summary)
+    page.blank()
+    page.line([(f"{plural(len(report.runs), 'check')}: ", "bold"), " · ".join(parts) + f" in {report.duration:.2f} s"])
 
 
-def render_cluster(view, console: Console, verbose: bool = False) -> None:
+def render_cluster(view, page: Page, verbose: bool = False) -> None:
     """A cluster.ClusterView: the summary line, the comparison as a report, then one section per
     odd node naming what it differs in (the nodes that agree need no section)."""
-    console.print(Text(view.summary, style="bold"), overflow="fold")
-    render(view.report, console, verbose)
+    page.line([(view.summary, "bold")])
+    render(view.report, page, verbose)
     odd = [(node, info) for node, info in view.per_node.items() if info.get("outlier_in") or info.get("differing_checks")]
     if not odd:
         return
-    console.print()
-    console.print(Text("Odd nodes", style="bold underline"))
+    page.blank()
+    page.line([("Odd nodes", "bold underline")])
     shown = odd if verbose else odd[:50]
     for node, info in shown:
-        line = Text(f"  {node}: ", style="bold")
-        line.append(", ".join(info.get("outlier_in") or ["checks ended differently"]))
-        console.print(line, overflow="fold")
+        page.line([(f"  {node}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])])
         # A job's report: what this node's own checks said where nodes differ.
         for run in info.get("differing_checks", []):
-            line = Text("    ")
             status = Status(run.get("status", "error")) if run.get("status") in {s.value for s in Status} else Status.ERROR
-            line.append_text(_glyph(console, status))
-            line.append(f" {run.get('title', run.get('id'))}  [{run.get('id')}]")
-            console.print(line, overflow="fold")
+            page.line(["    ", page.glyph(status), f" {run.get('title', run.get('id'))}  [{run.get('id')}]"])
             for finding in run.get("findings", []):
                 if verbose or finding.get("status") != Status.OK.value:
-                    console.print(Padding(Text(str(finding.get("summary", ""))), (0, 0, 0, 6), expand=False))
+                    page.line([str(finding.get("summary", ""))], indent=6)
     if len(shown) < len(odd):
-        console.print(Text(f"  (+{len(odd) - len(shown)} more; -v shows them)", style="dim"))
+        page.line([(f"  (+{len(odd) - len(shown)} more; -v shows them)", "dim")])
 
 
-__all__ = ["render", "render_cluster", "make_console", "escape"]
+__all__ = ["render", "render_cluster", "make_console", "Page"]

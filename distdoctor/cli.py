@@ -493,7 +493,7 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
             chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
             timeout_for=lambda info: config.timeout_for(info.id, info.timeout),
             jobs=jobs, total_timeout=max(0.0, total_timeout - (time.monotonic() - started)),
-            debug=args.debug, on_progress=on_progress)
+            debug=args.debug, on_progress=on_progress, run_bound=total_timeout)
     except Interrupted as exc:
         # Finish with what finished: the report below is written, then the signal's exit code.
         interrupted, runs = exc, exc.runs
@@ -683,7 +683,7 @@ def cmd_health(args: argparse.Namespace, out: output.ReservedStdout) -> int:
                                          "inventory_timeout": max(1.0, min(20.0, budget - 2))})
     runs = run_checks(chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
                       timeout_for=lambda info: min(config.timeout_for(info.id, info.timeout), budget),
-                      jobs=jobs, total_timeout=budget)
+                      jobs=jobs, total_timeout=budget, run_bound=bound)
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     bad = health.failing(runs, fail_on)
     node = args.node or health.node_name(host)

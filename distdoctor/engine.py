@@ -178,7 +178,10 @@ def _cut_strings(value):
 def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], Context], *,
                timeout_for: Callable[[CheckInfo], float] = lambda c: c.timeout,
                jobs: int = 8, total_timeout: float = 60.0, debug: bool = False,
-               on_progress: Callable[[int, int], None] | None = None) -> list[CheckRun]:
+               on_progress: Callable[[int, int], None] | None = None,
+               run_bound: float | None = None) -> list[CheckRun]:
+    """run_bound: the run's --timeout, which total_timeout is what is left of, to name it
+    when it runs out (total_timeout itself when not given)."""
     jobs_list = [_Job(info, make_context(info), timeout_for(info)) for info in checks]
     total = len(jobs_list)
     run_deadline = time.monotonic() + total_timeout
@@ -188,7 +191,8 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
     real_stdout = sys.stdout
     sys.stdout = stream
     try:
-        _drive(jobs_list, results, stream, wake, jobs, run_deadline, debug, on_progress, total_timeout)
+        _drive(jobs_list, results, stream, wake, jobs, run_deadline, debug, on_progress,
+               total_timeout if run_bound is None else run_bound)
     except Interrupted as exc:
         for index in range(total):
             if index not in results:
@@ -205,7 +209,7 @@ def run_checks(checks: Iterable[CheckInfo], make_context: Callable[[CheckInfo], 
 
 def _drive(jobs_list: list[_Job], results: dict[int, CheckRun], stream: _ThreadRoutedStream,
            wake: threading.Condition, jobs: int, run_deadline: float, debug: bool,
-           on_progress: Callable[[int, int], None] | None, total_timeout: float) -> None:
+           on_progress: Callable[[int, int], None] | None, run_bound: float) -> None:
     """Start jobs up to `jobs` at a time and close each as it finishes or expires, filling
     results in place (so an Interrupted raised here leaves what finished in results)."""
     total = len(jobs_list)
@@ -223,7 +227,7 @@ def _drive(jobs_list: list[_Job], results: dict[int, CheckRun], stream: _ThreadR
             active.append(index)
         if now >= run_deadline:
             for index in pending + active:
-                results[index] = _close(jobs_list[index], debug, run_bound=total_timeout)
+                results[index] = _close(jobs_list[index], debug, run_bound=run_bound)
             return
         with wake:
             finished = [i for i in active if jobs_list[i].done]

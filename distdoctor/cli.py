@@ -64,7 +64,14 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save", metavar="DIR", help="write each node's report to DIR/<node>.json")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with command given, one where only that command has its options:
+    building every command's options imports nccl-test's and log's modules on every run. The
+    top-level --help lists the commands and needs none of them."""
+
+    def want(name: str) -> bool:
+        return command is None or command == name
+
     parser = _Parser(prog="distdoctor", description="Diagnose distributed deep-learning clusters.",
                      epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"distdoctor {__version__}")
@@ -72,6 +79,58 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run the checks on this node", epilog=EXIT_CODES_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    if want("check"):
+        add_check_arguments(check)
+
+    lst = sub.add_parser("list", help="list the available checks")
+    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+
+    explain = sub.add_parser("explain", help="describe one check")
+    explain.add_argument("id")
+    explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+
+    health = sub.add_parser(
+        "health", help="run the checks as Slurm's HealthCheckProgram/Prolog/Epilog: drain this node on failure",
+        epilog="On failure: scontrol update nodename=<node> state=drain reason=\"distdoctor: <check>: <what>\". "
+               "On success: resume the node only if distdoctor drained it. See docs/health.md.")
+    if want("health"):
+        add_health_arguments(health)
+
+    inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
+    if want("inventory"):
+        add_inventory_arguments(inv)
+
+    cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
+                         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmp.add_argument("reports", nargs="+", metavar="REPORT.json|DIR",
+                     help="reports from `check --format json -o FILE` or a `fleet --save` directory")
+    if want("compare"):
+        add_cluster_output(cmp)
+
+    fleet = sub.add_parser("fleet", help="run check on every node (srun or ssh) and name the odd ones",
+                           epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if want("fleet"):
+        add_fleet_arguments(fleet)
+        add_cluster_output(fleet)
+
+    nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
+    if want("nccl-test"):
+        from distdoctor import nccltest
+
+        nccltest.add_arguments(nccl)
+
+    log = sub.add_parser("log", help="read a failed job's logs: the rank that failed first, its host, the cause, the fix",
+                         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if want("log"):
+        from distdoctor.logs import command as log_command
+
+        log.description = log_command.DESCRIPTION
+        log_command.add_arguments(log)
+    return parser
+
+
+def add_check_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--only", action="append", default=[], metavar="ID|TAG",
                        help="run only these checks (id, area, tag or glob; repeatable, comma-separated)")
     check.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="skip these checks")
@@ -107,18 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "$XDG_CACHE_HOME/distdoctor "
                             "(they are reused only while the tool, its files and environment are unchanged)")
 
-    lst = sub.add_parser("list", help="list the available checks")
-    lst.add_argument("--json", action="store_true")
-    lst.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
 
-    explain = sub.add_parser("explain", help="describe one check")
-    explain.add_argument("id")
-    explain.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
-
-    health = sub.add_parser(
-        "health", help="run the checks as Slurm's HealthCheckProgram/Prolog/Epilog: drain this node on failure",
-        epilog="On failure: scontrol update nodename=<node> state=drain reason=\"distdoctor: <check>: <what>\". "
-               "On success: resume the node only if distdoctor drained it. See docs/health.md.")
+def add_health_arguments(health: argparse.ArgumentParser) -> None:
     health.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="as for check")
     health.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="as for check")
     health.add_argument("--fail-on", choices=("warn", "fail"), default=None,
@@ -134,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("-o", "--output", metavar="FILE", help="write the verdict here (atomically) instead of stdout")
     health.add_argument("--dry-run", action="store_true", help="print the scontrol command instead of running it")
 
-    inv = sub.add_parser("inventory", help="print this node's inventory of named facts")
+
+def add_inventory_arguments(inv: argparse.ArgumentParser) -> None:
     inv.add_argument("--format", choices=("text", "json"), default="text")
     inv.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     inv.add_argument("--snapshot", action="store_true",
@@ -144,29 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bound for the whole inventory, seconds (default 20)")
     inv.add_argument("-o", "--output", metavar="FILE", help="write it here (atomically) instead of stdout")
 
-    cmp = sub.add_parser("compare", help="compare saved node reports: the odd nodes and their fix",
-                         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cmp.add_argument("reports", nargs="+", metavar="REPORT.json|DIR",
-                     help="reports from `check --format json -o FILE` or a `fleet --save` directory")
-    add_cluster_output(cmp)
 
-    fleet = sub.add_parser("fleet", help="run check on every node (srun or ssh) and name the odd ones",
-                           epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_fleet_arguments(fleet)
-    add_cluster_output(fleet)
-
-    from distdoctor import nccltest
-
-    nccl = sub.add_parser("nccl-test", help="all_reduce smoke test across every rank of a job")
-    nccltest.add_arguments(nccl)
-
-    from distdoctor.logs import command as log_command
-
-    log = sub.add_parser("log", help="read a failed job's logs: the rank that failed first, its host, the cause, the fix",
-                         description=log_command.DESCRIPTION, epilog=EXIT_CODES_HELP,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    log_command.add_arguments(log)
-    return parser
+_COMMAND_NAMES = ("check", "list", "explain", "health", "inventory", "compare", "fleet", "nccl-test", "log")
 
 
 def add_cluster_output(parser: argparse.ArgumentParser) -> None:
@@ -440,6 +469,10 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
     if (args.only and not chosen):
         raise UsageError(f"--only {','.join(_split(args.only))} matches no enabled check (see `distdoctor list`)")
+    if host.cache is not None:
+        from distdoctor.facts import slowtools
+
+        slowtools.start(host, [c.id for c in chosen])
 
     facts = Facts(host, config, options={
         "hosts": _split(args.hosts), "hostfile": args.hostfile, "horovod_hosts": args.horovod_hosts,
@@ -778,7 +811,11 @@ def _exit_hard_on_second_signal() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # The command is the first word that is not an option: the top-level parser has no option
+    # that takes a value. Anything else (no command, --help, a typo) gets the whole parser.
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(first if first in _COMMAND_NAMES else None)
     args = parser.parse_args(argv)
     # nccl-test and log run no third-party code and manage their own output.
     if args.command == "nccl-test":

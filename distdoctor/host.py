@@ -111,6 +111,8 @@ class Host:
     def __init__(self, env: Mapping[str, str] | None = None, cache=None):
         self.env: Mapping[str, str] = dict(os.environ if env is None else env)
         self.cache = cache  # a toolcache.ToolCache for run_cached, or None
+        self._started: dict[str, tuple[threading.Thread, dict[str, CommandResult]]] = {}
+        self._started_lock = threading.Lock()
 
     # --- commands -------------------------------------------------------------------------
 
@@ -187,13 +189,47 @@ class Host:
         if self.cache is None or exe is None:
             return self.run(argv, timeout)
         key = self.cache.key(argv, exe, self.env, depends_on)
+        with self._started_lock:
+            started = self._started.get(key)
+        if started is not None:
+            thread, box = started
+            thread.join(timeout + 5)  # run() inside it is bounded by the same timeout
+            if "result" in box:
+                return box["result"]
         entry = self.cache.get(key)
         if entry is not None:
             return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)
+        return self._run_and_store(argv, timeout, key)
+
+    def _run_and_store(self, argv: tuple[str, ...], timeout: float, key: str) -> CommandResult:
         result = self.run(argv, timeout)
         if result.returncode == 0 and not result.timed_out and not result.error:
             self.cache.put(key, result.returncode, result.stdout, result.stderr)
         return result
+
+    def start_cached(self, argv: Sequence[str], timeout: float, depends_on: Sequence[str] = ()) -> bool:
+        """Start run_cached(argv) now on a daemon thread when its answer is not cached, so a
+        slow tool runs while Python is still importing the checks; a later run_cached of the
+        same argv waits for it instead of running it again. False when nothing was started."""
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
+        if self.cache is None or exe is None:
+            return False
+        key = self.cache.key(argv, exe, self.env, depends_on)
+        if self.cache.get(key) is not None:
+            return False
+        box: dict[str, CommandResult] = {}
+
+        def work() -> None:
+            box["result"] = self._run_and_store(argv, timeout, key)
+
+        thread = threading.Thread(target=work, daemon=True, name=f"start {os.path.basename(argv[0])}")
+        with self._started_lock:
+            if key in self._started:
+                return False
+            self._started[key] = (thread, box)
+        thread.start()
+        return True
 
     def line_filter(self, argv: Sequence[str], timeout: float) -> LineFilter | None:
         """Start argv once as a streaming filter (`grep -F -n ...` for `distdoctor log`): feed

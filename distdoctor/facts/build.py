@@ -16,7 +16,7 @@ import re
 import threading
 from dataclasses import dataclass, field, replace
 
-from distdoctor.facts import fact
+from distdoctor.facts import fact, slowtools
 from distdoctor.parsers import ParseError
 from distdoctor.parsers.horovod import HorovodBuild, parse_check_build
 from distdoctor.parsers.ldconfig import parse_ldconfig_cache
@@ -24,7 +24,6 @@ from distdoctor.parsers.mpirun import MpiVersion, parse_mpirun_version
 from distdoctor.parsers.ompi_info import OmpiInfo, parse_ompi_info
 
 VERSION_TIMEOUT = 5.0
-OMPI_INFO_TIMEOUT = 10.0
 HOROVOD_TIMEOUT = 60.0  # --check-build imports every framework Horovod knows
 NCCL_PROBE_TIMEOUT = 20.0
 TORCH_PROBE_TIMEOUT = 60.0
@@ -131,10 +130,11 @@ def ompi_build(facts) -> OmpiBuild:
     """`ompi_info --parsable --all`: the CUDA keys are only printed with --all, and asking for
     one framework's parameters costs the same 0.2 s (the time goes to loading components)."""
     host = facts.host
-    path = host.which("ompi_info")
+    path = host.which(slowtools.OMPI_INFO[0])
     if not path:
         return OmpiBuild()
-    result = host.run_cached([path, "--parsable", "--all"], timeout=OMPI_INFO_TIMEOUT)
+    # The same command line that `check` may have started early (slowtools.start).
+    result = host.run_cached([path, *slowtools.OMPI_INFO[1:]], timeout=slowtools.OMPI_INFO_TIMEOUT)
     if not result.ok:
         return OmpiBuild(path, error=result.describe(), seconds=result.duration)
     try:

@@ -295,3 +295,22 @@ def test_help_documents_exit_codes():
 def test_no_escape_codes_without_a_terminal(env):
     proc = dd("check", "--only", "host", env=env)
     assert not ANSI.search(proc.stdout)
+
+
+def test_a_parser_built_for_one_command_gives_that_command_every_option():
+    import argparse
+
+    from distdoctor.cli import _COMMAND_NAMES, build_parser
+
+    def commands(parser):
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return sub.choices
+
+    full = commands(build_parser())
+    assert tuple(full) == _COMMAND_NAMES
+    for name in _COMMAND_NAMES:
+        one = commands(build_parser(name))
+        assert tuple(one) == _COMMAND_NAMES
+        assert [a.option_strings or a.dest for a in one[name]._actions] == \
+            [a.option_strings or a.dest for a in full[name]._actions], name
+        assert one[name].format_help() == full[name].format_help()

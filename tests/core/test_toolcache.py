@@ -4,6 +4,7 @@ run through the real Host."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -90,3 +91,41 @@ def test_check_uses_xdg_cache_home_and_no_cache_skips_it(tmp_path):
     if any(os.access(os.path.join(d, t), os.X_OK) for d in env["PATH"].split(os.pathsep)
            for t in ("ompi_info", "mpirun", "ldconfig")):
         assert list((tmp_path / "xdg" / "distdoctor").iterdir())
+
+
+def test_a_tool_started_early_runs_once_and_its_answer_is_shared(tmp_path):
+    tool = tmp_path / "slowtool"
+    tool.write_text(f"#!/bin/sh\nsleep 0.3\necho answer\necho ran >> {tool}.log\n")
+    tool.chmod(0o755)
+    host = Host(env={"PATH": os.environ["PATH"]}, cache=ToolCache(str(tmp_path / "c"), "0.1.0"))
+    assert host.start_cached([str(tool), "--all"], timeout=10)
+    assert not host.start_cached([str(tool), "--all"], timeout=10)  # already under way
+    result = host.run_cached([str(tool), "--all"], timeout=10)  # waits for the early run
+    assert result.stdout.strip() == "answer" and _runs(tool) == 1
+    assert not host.start_cached([str(tool), "--all"], timeout=10)  # cached now: nothing to start
+    other = Host(env={"PATH": os.environ["PATH"]}, cache=ToolCache(str(tmp_path / "c"), "0.1.0"))
+    assert other.run_cached([str(tool), "--all"], timeout=10).stdout.strip() == "answer" and _runs(tool) == 1
+    assert not Host(env={"PATH": os.environ["PATH"]}).start_cached([str(tool)], timeout=10)  # no cache, no start
+
+
+def _fake_ompi_info(bin_dir):
+    bin_dir.mkdir()
+    tool = bin_dir / "ompi_info"
+    tool.write_text(f"#!/bin/sh\necho ran >> {tool}.log\nsleep 0.2\n"
+                    "echo 'ompi:version:full:4.1.4'\necho 'mca:mpi:base:param:mpi_built_with_cuda_support:value:false'\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_check_starts_ompi_info_early_only_for_the_checks_that_read_it(tmp_path):
+    tool = _fake_ompi_info(tmp_path / "bin")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    argv = [*distdoctor_argv(), "check", "--json"]
+    subprocess.run([*argv, "--only", "host"], env=env, capture_output=True, timeout=120)
+    assert _runs(tool) == 0  # no chosen check reads it: not started
+    first = subprocess.run([*argv, "--only", "build.mpi-cuda-aware"], env=env, capture_output=True, text=True, timeout=120)
+    assert _runs(tool) == 1  # started early and read by the fact: one run
+    assert "ompi_info" in first.stdout and str(tool) in first.stdout
+    second = subprocess.run([*argv, "--only", "build.mpi-cuda-aware"], env=env, capture_output=True, text=True, timeout=120)
+    assert _runs(tool) == 1  # from the cache
+    assert [c["status"] for c in json.loads(first.stdout)["checks"]] == [c["status"] for c in json.loads(second.stdout)["checks"]]

@@ -82,6 +82,12 @@ def test_builtin_pack_loads_in_every_layout(workdir, editable):
     with open(os.path.join(REPO, "docs", "checks.md"), encoding="utf-8") as fh:
         assert docgen.stdout == fh.read()
 
+    # Its manifest ships with it, and loading the pack imports no check module.
+    shipped = _run([python, "-c", "import os, sys, distdoctor.checks as c; "
+                                  "print(os.path.isfile(c.MANIFEST), 'distdoctor.checks.gpu' in sys.modules)"],
+                   cwd=elsewhere)
+    assert shipped.stdout.split() == ["True", "False"], shipped.stderr
+
     # The pack ships as distdoctor.checks only.
     top = _run([python, "-c", "import checks"], cwd=elsewhere)
     assert top.returncode != 0 and "No module named 'checks'" in top.stderr
@@ -90,9 +96,9 @@ def test_builtin_pack_loads_in_every_layout(workdir, editable):
 def test_a_clone_that_is_not_installed_still_finds_its_pack(monkeypatch):
     """No distribution metadata at all (the clone on PYTHONPATH): the pack beside the package
     is loaded under its installed name."""
-    from distdoctor import registry
+    from distdoctor import entrypoints, registry
 
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(entrypoints, "_from_metadata", lambda group: [])
     loaded = registry.load(env={})
     assert BUILTIN_ID in loaded.checks and not loaded.problems
     assert loaded.checks[BUILTIN_ID].source == "entry point builtin (distdoctor.checks)"

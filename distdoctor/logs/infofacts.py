@@ -20,7 +20,10 @@ from distdoctor.model import Finding, Status
 from distdoctor.nccl_socket import shell_word, suggest_ifname
 from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
 
-_VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
+# NCCL's own banner ("NCCL version 2.19.3+cuda12.3"), not the end of torch's error summary
+# ("NCCL error in: ...cpp:1727, invalid usage, NCCL version 2.19.3"): that one drops the
+# +cuda suffix, so the ranks that failed would read as running another NCCL.
+_VERSION = re.compile(r"(?<!, )\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
 _NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (?P<n>\w+)")
 _GDR = re.compile(r"GPU Direct RDMA (?P<s>Enabled|Disabled)|/GDRDMA\b")
 _DRIVER = re.compile(r"\bcudaDriverVersion (?P<v>\d+)")

@@ -137,3 +137,28 @@ def test_a_directory_of_5000_files(tmp_path):
 @pytest.mark.parametrize("args", [["--max-bytes", "lots", CLEAN], ["-", "-"]])
 def test_usage_errors(args):
     assert _log(*args, stdin=b"").returncode == 64
+
+
+def test_duplicate_gpu_names_the_rank_its_node_and_the_fix():
+    """Ranks 2 and 3 share gpu002's GPU; rank 3 says so first, ranks 0-1 time out later
+    (tests/data/logs/composed/INDEX.md)."""
+    proc = _log("--json", data_path("logs", "composed", "duplicate-gpu-rank3.log"))
+    assert proc.returncode == 1
+    diag = _checks(load_report(proc.stdout.decode()))["log.diagnosis"]
+    first = diag["findings"][0]
+    assert first["subject"] == "nccl.duplicate-gpu"
+    assert (first["evidence"]["rank"], first["evidence"]["host"]) == (3, "gpu002")
+    assert "srun -N1 -w gpu002 bash -c 'echo $CUDA_VISIBLE_DEVICES; nvidia-smi -L'" in first["fix"].splitlines()
+    assert set(first["evidence"]["consequences"]) == {"nccl.invalid-usage", "torch.watchdog-timeout"}
+    assert first["evidence"]["consequences"]["torch.watchdog-timeout"]["ranks"] == "0-1"
+    assert len([f for f in diag["findings"] if f["status"] in ("fail", "warn")]) == 1
+
+
+def test_heartbeat_aborts_after_a_socket_error_point_at_the_socket_error():
+    proc = _log("--json", data_path("logs", "composed", "heartbeat-after-socket-error.log"))
+    assert proc.returncode == 1
+    first = _checks(load_report(proc.stdout.decode()))["log.diagnosis"]["findings"][0]
+    assert first["subject"] == "nccl.socket-no-route"
+    assert (first["evidence"]["rank"], first["evidence"]["host"]) == (2, "gpu002")
+    assert "(the peer 10.0.0.1 is rank 0 on gpu001)" in first["summary"]
+    assert first["evidence"]["consequences"]["torch.heartbeat-monitor-timeout"]["ranks"] == "0-1,3"

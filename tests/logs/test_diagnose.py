@@ -244,3 +244,67 @@ def test_torchrun_root_cause_names_the_rank_that_died_silently(block):
     assert f.summary == "rank 1 on localhost failed first (exit code -9 (SIGKILL), as torchrun reports)"
     assert f.fix.splitlines()[1] == "ssh localhost dmesg -T | grep -i -E 'killed process|out of memory'"
     assert f.evidence["traceback"].startswith("Signal 9 (SIGKILL) received by PID ")
+
+
+def _real(tmp_path, text, name="slurm-3.out"):
+    from distdoctor.logs import signatures
+
+    path = tmp_path / name
+    path.write_text(text)
+    runs, _ok = analyse([str(path)], matcher=signatures.matcher())
+    return {r.id: r for r in runs}["log.diagnosis"]
+
+
+@pytest.mark.parametrize("text, root, rank, folded", [
+    # the generic summary printed first by one rank yields to the cause another rank names
+    ("1: [2024-05-01 12:00:05,000] torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/"
+     "distributed/c10d/ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for details), "
+     "NCCL version 2.19.3\n"
+     "3: [2024-05-01 12:00:06,000] gpu2:51:61 [1] init.cc:904 NCCL WARN Duplicate GPU detected : rank 3 and rank 1 "
+     "both on CUDA device 1000\n",
+     "nccl.duplicate-gpu", 3, "nccl.invalid-usage"),
+    ("0: n1:10:20 [0] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4\n"
+     "0: RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, internal error, NCCL version 2.19.3\n"
+     "0: ncclInternalError: Internal check failed. This is either a bug in NCCL or due to memory corruption\n",
+     "nccl.bootstrap-message-truncated", 0, "nccl.internal-error"),
+    ("2: n2:10:10 [1] init.cc:204 NCCL WARN Cuda failure 'an illegal memory access was encountered'\n"
+     "2: RuntimeError: NCCL Error 1: unhandled cuda error\n"
+     "0: [rank0]:[E501 12:10:05.5 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.\n",
+     "cuda.illegal-memory-access", 2, "nccl.unhandled-cuda-error"),
+    ("1: [E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 10.1.0.5:29400\n"
+     "1: torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+     "failed. See inner exception for details.\n",
+     "torch.store-connect-timeout", 1, "torch.rendezvous-connection-error"),
+    ("1: lzm-h200-10:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer 10.0.5.194<41988> "
+     "message truncated : receiving 4 bytes instead of 2.\n"
+     "1: lzm-h200-10:74737:74737 [1] init.cc:290 NCCL WARN Attempt to use communicator before the previous operation "
+     "returned ncclSuccess\n",
+     "nccl.size-mismatch", 1, "nccl.comm-used-after-error"),
+    ("0: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+     "1: torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n",
+     "cuda.out-of-memory", 0, "torch.rendezvous-closed"),
+])
+def test_a_specific_cause_wins_over_the_summary_it_explains(tmp_path, text, root, rank, folded):
+    diag = _real(tmp_path, text)
+    first = diag.findings[0]
+    assert (first.subject, first.evidence["rank"]) == (root, rank)
+    assert folded in first.evidence["consequences"]
+
+
+def test_a_generic_summary_alone_is_still_the_cause(tmp_path):
+    diag = _real(tmp_path, "0: [rank0]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n")
+    assert diag.status == Status.FAIL
+    assert diag.findings[0].subject == "nccl.invalid-usage"
+    assert diag.findings[0].fix.splitlines()[0] == "export NCCL_DEBUG=WARN"
+
+
+def test_heartbeat_timeouts_alone_say_the_cause_is_not_in_the_log(tmp_path):
+    text = "".join(
+        f"{r}: [rank{r}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] Heartbeat monitor timed out! Process will be "
+        f"terminated after dumping debug info. workMetaList_.size()=103\n" for r in range(3))
+    diag = _real(tmp_path, text)
+    assert diag.status == Status.FAIL
+    assert diag.findings[0].subject == "torch.heartbeat-monitor-timeout"
+    assert "3 ranks (0-2)" in diag.findings[0].summary
+    assert "the log does not show what failed first" in diag.findings[0].summary

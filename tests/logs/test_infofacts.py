@@ -27,6 +27,16 @@ def test_a_rank_on_another_nccl_version_fails_and_names_its_host(tmp_path):
     assert bad[0].fix.startswith("# on gpu3: install the NCCL the other ranks use (2.21.5+cuda12.4)")
 
 
+def test_the_version_in_torchs_error_summary_is_not_a_setup_fact(tmp_path):
+    # torch ends "NCCL error in: ..." with "NCCL version 2.19.3", without NCCL's "+cuda12.3":
+    # ranks that printed only that summary must not read as running another NCCL
+    text = "".join(_rank(r, f"gpu{r}", version="2.19.3+cuda12.3") for r in range(2)) + (
+        "2: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/"
+        "c10d/ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3\n")
+    setup = _setup(tmp_path, text)
+    assert not [f for f in setup.findings if f.status == Status.FAIL]
+
+
 def test_one_rank_over_a_veth(tmp_path):
     text = "".join(_rank(r, f"gpu{r}") for r in range(3)) + _rank(
         3, "gpu3", socket="[0]ens5:10.0.0.{n}<0> [1]veth75fa783:fe80::1%veth75fa783<0>")

@@ -207,3 +207,88 @@ def test_patterns_do_not_depend_on_the_nccl_token():
                     assert sigs.match_line(old) is s, (s.id, old)
                     converted += 1
     assert converted >= 30
+
+
+# Other wordings of the same failures, from other NCCL/torch/CUDA releases and tools (the source
+# that printed each is named beside it): each must reach its entry, not a generic one.
+SIBLINGS = [
+    # nccl-tests and a bare NCCL program (two ranks on one GPU), NCCL 2.22.3
+    ("ubuntu1583:1586 [0] init.cc:738 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000",
+     "nccl.duplicate-gpu"),
+    ("Failed, NCCL error one_device_per_thread.cu:17 'invalid usage (run with NCCL_DEBUG=WARN for details)'",
+     "nccl.invalid-usage"),
+    ("Test NCCL failure common.cu:210 'invalid usage'", "nccl.invalid-usage"),
+    ("NCCL Error 5: invalid usage", "nccl.invalid-usage"),  # vllm-project/vllm#427, older torch
+    ("NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:957, invalid usage, NCCL version 21.0.3",
+     "nccl.invalid-usage"),  # TencentARC/GFPGAN#154
+    ("Test NCCL failure common.cu:997 'internal error", "nccl.internal-error"),  # NVIDIA/nccl-tests#231
+    ("ada6000-02:165062:166441 [0] bootstrap.cc:77 NCCL WARN Message truncated : received 172 bytes instead of 64",
+     "nccl.bootstrap-message-truncated"),
+    ("rank 1: bootstrap.cc:225 NCCL WARN Message truncated : received 6144 bytes instead of 2048",
+     "nccl.bootstrap-message-truncated"),
+    # the transport's wording of a size mismatch stays with nccl.size-mismatch (NVIDIA/nccl#268)
+    ("hvd1:2918:3333 [0] external/nccl_archive/src/transport/net_socket.cc:200 NCCL WARN NET/Socket : message "
+     "truncated : receiving 696320 bytes instead of 32768", "nccl.size-mismatch"),
+    ("enqueue.cc:1556 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'",
+     "cuda.illegal-memory-access"),  # vllm-project/vllm#19890, NCCL 2.2x prints the error number
+    ("misc/strongstream.cc:343 NCCL WARN Cuda failure 'an illegal memory access was encountered'",
+     "cuda.illegal-memory-access"),  # NVIDIA/TensorRT-LLM#448
+    ("192.168.13.81: [rank19]:[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] [PG ID 1 PG GUID 1 Rank 19] "
+     "Process group watchdog thread terminated with exception: CUDA error: unspecified launch failure",
+     "cuda.launch-failure"),  # hiyouga/LlamaFactory#8871
+    ("CUDA error 217 at ggml-cuda.cu:6292: peer access is not supported between these two devices",
+     "cuda.peer-access-unsupported"),  # ggml-org/llama.cpp#3230
+    # torch 2.2-2.3's wording of the heartbeat monitor (Intellindust-AI-Lab/DEIM#105)
+    ("[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info. workMetaList_.size()=84", "torch.heartbeat-monitor-timeout"),
+    ("[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 1] [PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 600 "
+     "seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API "
+     "hang blocking the watchdog, and could be triggered by another thread holding the GIL inside a CUDA api, or "
+     "other deadlock-prone behaviors.", "torch.heartbeat-monitor-timeout"),
+    ("[E930 15:23:00.059980974 ProcessGroupNCCL.cpp:1487] [PG ID 4 PG GUID  Rank 2] ProcessGroupNCCL's watchdog got "
+     "stuck for 10 seconds without making progress in monitoring enqueued collectives.",
+     "torch.heartbeat-monitor-timeout"),  # NVIDIA/Fuser#3055
+    ("(pid=3769) 2020-05-07 21:07:16,707    WARNING torch_trainer.py:413 -- [/pytorch/third_party/gloo/gloo/transport/"
+     "tcp/unbound_buffer.cc:72] Timed out waiting 10000ms for recv operation to complete",
+     "gloo.collective-timeout"),  # ray-project/ray#8005
+    # Python's own rendering of the exceptions, at the end of torchrun's traceback
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "torch.rendezvous-timeout"),
+    ('    "message": "RendezvousClosedError: ",', "torch.rendezvous-closed"),
+    # torch 2.0-2.1 printed the store address without parentheses (pytorch/pytorch#107021)
+    ("[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 192.0.0.1:1234",
+     "torch.store-connect-timeout"),
+]
+
+
+@pytest.mark.parametrize("line, sid", SIBLINGS, ids=[s for _l, s in SIBLINGS])
+def test_sibling_wordings_reach_their_entry(line, sid):
+    assert sigs.match_line(line).id == sid, (line, [s.id for s in sigs.matcher().all_matches(line)])
+
+
+@pytest.mark.parametrize("line", [
+    "    raise RendezvousTimeoutError()",  # the traceback's frame, not the error: counted once
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+    "remote process exited or there was a network error, NCCL version 2.21.5",
+    "gpu01:1234:1290 [3] NCCL INFO NCCL_P2P_DISABLE set by environment to 1",
+    "gpu01:1234:1290 [3] NCCL INFO P2P is disabled between connected GPUs 2 and 1. You can repress this message "
+    "with NCCL_IGNORE_DISABLED_P2P=1.",
+])
+def test_new_entries_do_not_take_other_lines(line):
+    new = {"torch.rendezvous-timeout", "nccl.internal-error", "nccl.invalid-usage", "cuda.peer-access-unsupported"}
+    assert not new & {s.id for s in sigs.matcher().all_matches(line)}, line
+
+
+def test_generic_nccl_results_name_what_explains_them():
+    """The summaries a failed NCCL call ends with (invalid usage, internal error, unhandled cuda
+    error) are roots only when nothing more specific is in the log."""
+    by = sigs.by_id()
+    assert {"nccl.duplicate-gpu", "nccl.size-mismatch"} <= set(by["nccl.invalid-usage"].consequence_of)
+    assert "nccl.bootstrap-message-truncated" in by["nccl.internal-error"].consequence_of
+    assert {"cuda.illegal-memory-access", "cuda.launch-failure", "cuda.peer-access-unsupported"} <= \
+        set(by["nccl.unhandled-cuda-error"].consequence_of)
+    assert "torch.store-connect-timeout" in by["torch.rendezvous-connection-error"].consequence_of
+    ids = [s.id for s in CATALOGUE]
+    for specific, generic in [("nccl.duplicate-gpu", "nccl.invalid-usage"),
+                              ("nccl.bootstrap-message-truncated", "nccl.internal-error"),
+                              ("nccl.bootstrap-message-truncated", "nccl.size-mismatch")]:
+        assert ids.index(specific) < ids.index(generic), (specific, generic)

@@ -26,7 +26,7 @@ _OP = re.compile(r"OpType=(\w+)")
 # the peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
 # "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>"
 _PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
-_PLACEHOLDER = re.compile(r"\{(?:host|rank)\}")
+_PLACEHOLDER = re.compile(r"\{(?:host|rank|peer)\}")
 
 
 @dataclass
@@ -82,13 +82,14 @@ def where(e: Event) -> str:
 def fix_lines(sig, e: Event) -> str:
     """The signature's fix for the rank and host the line came from. A line whose placeholder
     the log cannot fill becomes a comment, so nothing printed is a command that cannot work."""
-    lines = sig.fix_for(e.host, e.rank if e.rank is not None else "")
+    lines = sig.fix_for(e.host, e.rank if e.rank is not None else "", e.body)
     out = []
     for line in lines:
         if _PLACEHOLDER.search(line):
             whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
             out.append(f"# on the node of {whom} (the log does not name it): "
-                       + line.replace("{host}", "THAT_NODE").replace("{rank}", "RANK"))
+                       + line.replace("{host}", "THAT_NODE").replace("{rank}", "RANK")
+                       .replace("{peer}", "THE_ADDRESS_IN_THE_MESSAGE"))
         else:
             out.append(line)
     return "\n".join(out)

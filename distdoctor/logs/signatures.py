@@ -49,8 +49,16 @@ FIX_COMMANDS = frozenset({
     "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
 })
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-# Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from.
-PLACEHOLDERS = {"host": "gpu042", "rank": "17"}
+# An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what a named group may put in a command.
+_SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
+# Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
+# and `peer` from a pattern's (?P<peer>...) group: the address the message names.
+PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4"}
+
+
+class _Unfilled(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 class CatalogueError(ValueError):
@@ -75,14 +83,27 @@ class Signature:
     def matches(self, line: str) -> bool:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
-    def fix_for(self, host: str = "", rank: str | int = "") -> tuple[str, ...]:
-        """The fix lines with {host} and {rank} filled in; a placeholder that cannot be filled
-        is left visible rather than silently emptied. The values come from a log, which anyone
-        can write: only a plain host name or rank number goes into a command."""
+    def fix_for(self, host: str = "", rank: str | int = "", line: str = "") -> tuple[str, ...]:
+        """The fix lines with {host}, {rank} and {peer} (from the matched line) filled in; a
+        placeholder that cannot be filled is left visible rather than silently emptied. The
+        values come from a log, which anyone can write: only a plain host name, rank number or
+        address goes into a command."""
         host, rank = str(host), str(rank)
-        values = {"host": host if _SAFE_HOST.match(host) else "{host}",
-                  "rank": rank if rank.isdigit() else "{rank}"}
-        return tuple(line.format_map(values) for line in self.fix)
+        values = _Unfilled(host=host if _SAFE_HOST.match(host) else "{host}",
+                           rank=rank if rank.isdigit() else "{rank}")
+        peer = self.field(line, "peer")
+        if peer and _SAFE_ADDRESS.match(peer):
+            values["peer"] = peer
+        return tuple(fix_line.format_map(values) for fix_line in self.fix)
+
+    def field(self, line: str, name: str) -> str:
+        """The named group `name` of the first pattern that matches line with it, or ""."""
+        for pattern in self.patterns:
+            if name in pattern.groupindex:
+                found = pattern.search(line)
+                if found and found.group(name):
+                    return found.group(name)
+        return ""
 
 
 def fix_problem(line: str) -> str | None:

@@ -292,3 +292,25 @@ def test_generic_nccl_results_name_what_explains_them():
                               ("nccl.bootstrap-message-truncated", "nccl.internal-error"),
                               ("nccl.bootstrap-message-truncated", "nccl.size-mismatch")]:
         assert ids.index(specific) < ids.index(generic), (specific, generic)
+
+
+def test_a_fix_names_the_address_the_message_names():
+    """{peer} comes from the line: the route to test is the one that failed, and an address
+    that is not plainly one never reaches a command."""
+    from distdoctor.logs import diagnose, signatures
+    from distdoctor.logs.scan import Event
+
+    sig = next(s for s in signatures.load() if s.id == "nccl.socket-no-route")
+
+    def fix(body):
+        event = Event("rank2.log", 0, 7, body, body, "gpu002", 2, None, None, None, "", sig)
+        return diagnose.fix_lines(sig, event).splitlines()
+
+    assert "ssh gpu002 ip route get 10.0.0.1" in fix(
+        "misc/socket.cc:484 NCCL WARN socketPollConnect: Connect to 10.0.0.1<42311> returned 113(No route to host)")
+    assert "ssh gpu002 ip route get 192.168.1.9" in fix("NCCL WARN Net : Connect to 192.168.1.9<54263> failed : No route to host")
+    assert "ssh gpu002 ip route get fe80::966d:ae03:a2:8cf0%ib1" in fix(
+        "NCCL WARN Connect to fe80::966d:ae03:a2:8cf0%ib1<17943> failed : No route to host")
+    hostile = fix("NCCL WARN Connect to $(reboot)<1> failed : No route to host")
+    assert not any("reboot" in line and not line.startswith("#") for line in hostile)
+    assert any(line.startswith("# ") and "ip route get THE_ADDRESS_IN_THE_MESSAGE" in line for line in hostile)

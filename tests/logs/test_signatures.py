@@ -314,3 +314,18 @@ def test_a_fix_names_the_address_the_message_names():
     hostile = fix("NCCL WARN Connect to $(reboot)<1> failed : No route to host")
     assert not any("reboot" in line and not line.startswith("#") for line in hostile)
     assert any(line.startswith("# ") and "ip route get THE_ADDRESS_IN_THE_MESSAGE" in line for line in hostile)
+
+
+def test_no_fix_pastes_an_interface_or_hca_the_log_did_not_name():
+    """A log does not say which interface a node should use: `export NCCL_SOCKET_IFNAME=eth0`
+    pasted on a node whose NIC is ens5 turns a connect error into 'no socket interface found'.
+    The catalogue's commands find the value on the node (distdoctor's net checks print the
+    export for it); guesses may only appear in comments."""
+    import re
+
+    from distdoctor.logs import signatures
+
+    guessed = re.compile(r"(SOCKET_IFNAME|IB_HCA|_IF)=\S|if_include\s+\S|if_exclude\s+\S")
+    for sig in signatures.load():
+        for line in sig.fix:
+            assert line.startswith("# ") or not guessed.search(line), (sig.id, line)

@@ -25,7 +25,9 @@ def test_srun_several_tasks_per_node_prints_one_json_document_20_times(qb_cluste
         proc = qb_cluster.srun(["-N2", "-n4", *dd.split(), "check", "--format", "json"], env=job_env, timeout=120)
         assert proc.returncode in (0, 1), (attempt, proc.stderr)
         doc = load_report(proc.stdout)  # exactly one document: json.loads refuses trailing data
-        assert doc["cluster"]["answered"] == 2 and sorted(doc["nodes"]) == ["node1", "node2"], doc["cluster"]
+        # Slurm picks any two of the three nodes (one may still be finishing the last step).
+        assert doc["cluster"]["answered"] == 2 and len(doc["nodes"]) == 2, doc["cluster"]
+        assert set(doc["nodes"]) <= {"node1", "node2", "node3"}, doc["nodes"]
         assert doc["cluster"]["missing"] == {}
     secret = os.path.join(job_env["HOME"], ".config", "distdoctor", "job-secret")
     assert oct(os.stat(secret).st_mode & 0o777) == "0o600"

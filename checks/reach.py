@@ -474,7 +474,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                                    "process left from an earlier run, or another job on this node using the same "
                                    "port.",
                        fix=f"ss -ltnp 'sport = :{port}'   # who holds it; or choose a per-job port: "
-                           "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))")
+                           "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))")
         else:
             yield fail(f"{endpoint}: cannot bind port {port} on the master node: {why}", subject=endpoint,
                        evidence=evidence, fix="export MASTER_PORT=29500   # a port above 1024 that is free")

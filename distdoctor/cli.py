@@ -295,15 +295,18 @@ def cmd_compare(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 
     seen = Counter(hosts)
     reports = {}
+    by_file = []
     for (path, doc), name in zip(docs, hosts):
         reports[name if seen[name] == 1 else path] = doc
+        if seen[name] > 1:
+            by_file.append(path)
     from distdoctor.engine import build_report
 
     stamp = build_report([], host=host.hostname(), context=cluster_context(len(reports)), started=started_wall,
                          duration=0.0)
     view = cluster.build(reports, expect=expect, command="compare", host=host.hostname(),
                          started_at=stamp.started_at, duration=time.monotonic() - started,
-                         context=stamp.context)
+                         context=stamp.context, by_file=by_file)
     return write_cluster(view, args, out, config.run.get("fail_on", "fail"))
 
 

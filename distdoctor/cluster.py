@@ -300,13 +300,38 @@ def _status_of(diff: engine.Difference) -> engine.Difference:
     return dataclasses.replace(diff, status=Status.FAIL if status in (Status.ERROR, Status.TIMEOUT) else status)
 
 
+def _unaddressable(finding: Finding, diff: engine.Difference, by_file: Sequence[str]) -> Finding:
+    """A fix for nodes named by report file (`clush -w /tmp/r[1-2].json ...` runs nowhere)
+    becomes a comment: the command to run on each of those nodes, without the clush."""
+    files = sorted(set(diff.outliers) & set(by_file))
+    commands = [line for line in finding.fix.splitlines() if not line.startswith("#")]
+    if not files or not commands:
+        return finding
+    what = "is a report file whose node shares" if len(files) == 1 else "are report files whose nodes share"
+    lines = [f"# {fold(files)} {what} a hostname with another report: no command can name "
+             f"{'it' if len(files) == 1 else 'them'}; on {'that node' if len(files) == 1 else 'each'}, run:"]
+    for line in finding.fix.splitlines():
+        if not line.startswith("#"):
+            bare = _CLUSH.match(line)
+            line = bare.group(1) if bare else line
+            if len(line) > 1 and line[0] == line[-1] == "'":
+                line = line[1:-1]
+        lines.append(line if line.startswith("#") else f"#   {line}")
+    return dataclasses.replace(finding, fix="\n".join(lines))
+
+
+_CLUSH = re.compile(r"^clush -w \S+ -- (.*)$")
+
+
 def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing] = (),
           expect: Mapping[str, Any] | None = None, rules: Sequence[Rule] = NODE_RULES,
           command: str = "compare", host: str = "", started_at: str = "", duration: float = 0.0,
-          context: RunContext | None = None) -> ClusterView:
+          context: RunContext | None = None, by_file: Sequence[str] = ()) -> ClusterView:
     """Compare node reports: {node: report document}. A document that is not a node report
     (see check_node_report) goes to `missing` with the reason; `missing` also takes the nodes
-    the caller got nothing from."""
+    the caller got nothing from. `by_file` names the nodes known only by their report file
+    (their reports share a hostname): no command can address them, so fixes that name them
+    are printed as comments."""
     members: dict[str, dict[str, Any]] = {}
     missing = list(missing)
     for node, doc in reports.items():
@@ -325,7 +350,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    diff_findings = [engine.to_finding(diff) for diff in diffs]
+    diff_findings = [_unaddressable(engine.to_finding(diff), diff, by_file) for diff in diffs]
     for diff, finding in zip(diffs, diff_findings):
         findings[_run_of(diff)].append(finding)
 

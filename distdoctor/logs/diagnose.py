@@ -26,7 +26,7 @@ _OP = re.compile(r"OpType=(\w+)")
 # the peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
 # "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>"
 _PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
-_PLACEHOLDER = re.compile(r"\{(?:host|rank|peer)\}")
+_PLACEHOLDER = re.compile(r"\{(?:host|rank|peer|port)\}")
 
 
 @dataclass
@@ -87,9 +87,13 @@ def fix_lines(sig, e: Event) -> str:
     for line in lines:
         if _PLACEHOLDER.search(line):
             whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
-            out.append(f"# on the node of {whom} (the log does not name it): "
+            unnamed = {"{host}": "the node", "{rank}": "the rank", "{peer}": "the address",
+                       "{port}": "the port"}
+            gaps = " or ".join(dict.fromkeys(unnamed[m.group(0)] for m in _PLACEHOLDER.finditer(line)))
+            out.append(f"# on the node of {whom} (the log does not name {gaps}): "
                        + line.replace("{host}", "THAT_NODE").replace("{rank}", "RANK")
-                       .replace("{peer}", "THE_ADDRESS_IN_THE_MESSAGE"))
+                       .replace("{peer}", "THE_ADDRESS_IN_THE_MESSAGE")
+                       .replace("{port}", "THE_PORT_IN_THE_MESSAGE"))
         else:
             out.append(line)
     return "\n".join(out)

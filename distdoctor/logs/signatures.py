@@ -52,8 +52,9 @@ _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what a named group may put in a command.
 _SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
-# and `peer` from a pattern's (?P<peer>...) group: the address the message names.
-PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4"}
+# `peer` from a pattern's (?P<peer>...) group: the address the message names, and `port` from
+# a (?P<port>...) group: the TCP port it names.
+PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4", "port": "29500"}
 
 
 class _Unfilled(dict):
@@ -84,7 +85,7 @@ class Signature:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
     def fix_for(self, host: str = "", rank: str | int = "", line: str = "") -> tuple[str, ...]:
-        """The fix lines with {host}, {rank} and {peer} (from the matched line) filled in; a
+        """The fix lines with {host}, {rank}, {peer} and {port} (from the matched line) filled in; a
         placeholder that cannot be filled is left visible rather than silently emptied. The
         values come from a log, which anyone can write: only a plain host name, rank number or
         address goes into a command."""
@@ -94,6 +95,9 @@ class Signature:
         peer = self.field(line, "peer")
         if peer and _SAFE_ADDRESS.match(peer):
             values["peer"] = peer
+        port = self.field(line, "port")
+        if port.isdigit() and 0 < int(port) < 65536:
+            values["port"] = str(int(port))
         return tuple(fix_line.format_map(values) for fix_line in self.fix)
 
     def field(self, line: str, name: str) -> str:

@@ -106,3 +106,23 @@ def test_compare_expect_table_from_the_config_file(tmp_path):
     doc = load_report(out.stdout)
     (diff,) = doc["cluster"]["differences"]
     assert diff["basis"] == "expected" and diff["outliers"] == "gpu[001-002]" and out.returncode == 1
+
+
+def test_reports_that_share_a_hostname_get_no_clush_to_their_file_names(tmp_path):
+    """Two reports from one host (or from cloned nodes) are named by file: a fix once read
+    `clush -w /tmp/r[1-2].json -- ...`, a command that runs nowhere. It is a comment now, with
+    the command to run on each of those nodes."""
+    from tests.cluster.reports import node_report
+
+    docs = {"a": node_report("gpu001"), "b": node_report("gpu001", inventory={"shm.size": 67108864}),
+            "c": node_report("gpu001")}
+    for doc in docs.values():
+        doc["inventory"].update({"host.boot_id": "boot-1", "host.machine_id": "mid-1"})
+    paths = _save(tmp_path, docs)
+    out = _run("compare", *paths)
+    assert out.returncode == 1, out.stderr  # the shared hostname is a FAIL
+    fixes = [line.strip()[2:] for line in out.stdout.splitlines() if line.strip().startswith("$ ")]
+    assert fixes and not any(line.startswith("clush") for line in fixes), fixes
+    assert not any(tmp_path.name in line and not line.startswith("#") for line in fixes), fixes
+    assert "#   mount -o remount,size=68719476736 /dev/shm" in fixes
+    assert "#   rm -f /etc/machine-id && systemd-machine-id-setup" in fixes

@@ -97,3 +97,14 @@ def test_readme_has_two_commands_and_ci_runs_the_second():
         ci = [line for line in fh.read().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     assert ci == [commands[1].replace("pip install -e", "pip install -q -e")]
     assert "ruff check" in commands[1].split("pytest")[0]  # lint runs before the tests
+
+
+def test_docs_show_the_schema_version_the_code_writes():
+    """README and report-format.md once showed "1.0" after the inventory made reports 1.1."""
+    from distdoctor.render.json import SCHEMA_VERSION
+
+    for name, text in _docs().items():
+        for shown in re.findall(r'"schema_version": "([0-9.]+)"', text):
+            assert shown == SCHEMA_VERSION, (name, shown)
+        for shown in re.findall(r'now `"([0-9.]+)"`', text):
+            assert shown == SCHEMA_VERSION, (name, shown)

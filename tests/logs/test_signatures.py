@@ -329,3 +329,29 @@ def test_no_fix_pastes_an_interface_or_hca_the_log_did_not_name():
     for sig in signatures.load():
         for line in sig.fix:
             assert line.startswith("# ") or not guessed.search(line), (sig.id, line)
+
+
+def test_a_fix_names_the_port_the_message_names():
+    """torch.address-in-use once printed `ss -ltnp 'sport = :29500'` for a log whose taken port
+    was 36000; the per-job port it suggests stays below the ephemeral range (32768 and up)."""
+    from distdoctor.logs import diagnose, signatures
+    from distdoctor.logs.scan import Event
+
+    sig = next(s for s in signatures.load() if s.id == "torch.address-in-use")
+
+    def fix(body):
+        event = Event("rank0.log", 0, 7, body, body, "node1", 0, None, None, None, "", sig)
+        return diagnose.fix_lines(sig, event).splitlines()
+
+    assert "ssh node1 ss -ltnp 'sport = :36000'" in fix(
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+        "address. port: 36000, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    assert "ssh node1 ss -ltnp 'sport = :29501'" in fix(
+        "RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+        "has failed to bind to [::]:29501 (errno: 98 - Address already in use).")
+    unnamed = fix("RuntimeError: The server socket has failed to listen on any local network address. "
+                  "code: -98, name: EADDRINUSE, message: address already in use")
+    assert unnamed[0].startswith("# ") and "the log does not name the port" in unnamed[0]
+    assert not any(line.startswith("ss ") or " :29500'" in line for line in unnamed)
+    assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in fix(
+        "RuntimeError: The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")

@@ -301,7 +301,7 @@ def _status_of(diff: engine.Difference) -> engine.Difference:
 
 
 def _unaddressable(finding: Finding, diff: engine.Difference, by_file: Sequence[str]) -> Finding:
-    """A fix for nodes named by report file (`clush -w /tmp/r[1-2].json ...` runs nowhere)
+    """A fix for nodes named by report file (`clush -w saved/r[1-2].json ...` runs nowhere)
     becomes a comment: the command to run on each of those nodes, without the clush."""
     files = sorted(set(diff.outliers) & set(by_file))
     commands = [line for line in finding.fix.splitlines() if not line.startswith("#")]

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from distdoctor.compare import fold
+from distdoctor.logs import signatures
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
@@ -206,9 +207,9 @@ def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Fi
     if then:
         summary += "; then " + "; ".join(then)
     where_ = f"{record['source']}:{record['line']}" if record.get("line") else record["source"]
-    target = f"ssh {host} " if host else ""
+    target = f"ssh {host} " if signatures.addressable(host) else ""
     if sig in ("SIGKILL", "SIGTERM") or code in (-9, 137):
-        if host:
+        if target:
             fix = ("# killed from outside: the kernel's OOM killer, Slurm's memory limit or a scheduler\n"
                    f"{target}dmesg -T | grep -i -E 'killed process|out of memory'")
         else:
@@ -325,7 +326,7 @@ def _quiet(scan: Scan, gap: float):
     pid = f" (pid {first[3]})" if first[3] else ""
     fix = (f"# while it hangs, dump the stacks of rank {quiet[0]}{pid}"
            f"{' on ' + first[2] if first[2] else ''}: py-spy dump --pid <its pid>")
-    if first[3] and first[2]:
+    if first[3] and signatures.addressable(first[2]):
         fix = f"ssh {first[2]} py-spy dump --pid {first[3]}"
     evidence = {"quiet_ranks": ranks, "last_line": redact_text(first[1]), "gap_s": round(lag, 3),
                 "ranks_heard": len(heard)}

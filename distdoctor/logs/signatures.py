@@ -49,6 +49,14 @@ FIX_COMMANDS = frozenset({
     "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
 })
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_LOOPBACK_HOST = re.compile(r"^(localhost|ip6-localhost|ip6-loopback)(\.localdomain)?$|^127\.|^0\.0\.0\.0$", re.I)
+
+
+def addressable(host: str) -> bool:
+    """Whether a host name from a log may go into a command as `ssh HOST`: a plain name (the
+    log is anyone's text), and not this machine's own (torchrun reports `localhost` on a
+    single node: pasted elsewhere, `ssh localhost` runs on the operator's machine)."""
+    return bool(_SAFE_HOST.match(host)) and not _LOOPBACK_HOST.match(host)
 # An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what a named group may put in a command.
 _SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
@@ -90,7 +98,7 @@ class Signature:
         values come from a log, which anyone can write: only a plain host name, rank number or
         address goes into a command."""
         host, rank = str(host), str(rank)
-        values = _Unfilled(host=host if _SAFE_HOST.match(host) else "{host}",
+        values = _Unfilled(host=host if addressable(host) else "{host}",
                            rank=rank if rank.isdigit() else "{rank}")
         peer = self.field(line, "peer")
         if peer and _SAFE_ADDRESS.match(peer):

@@ -242,8 +242,27 @@ def test_torchrun_root_cause_names_the_rank_that_died_silently(block):
     f = {r.id: r for r in runs}["log.diagnosis"].findings[0]
     assert f.status == Status.FAIL
     assert f.summary == "rank 1 on localhost failed first (exit code -9 (SIGKILL), as torchrun reports)"
-    assert f.fix.splitlines()[1] == "ssh localhost dmesg -T | grep -i -E 'killed process|out of memory'"
+    # torchrun names the node `localhost` on one machine: `ssh localhost` pasted on the
+    # operator's machine would look at the wrong kernel log, so the command is a comment.
+    assert f.fix.splitlines()[1] == "# dmesg -T | grep -i -E 'killed process|out of memory'"
     assert f.evidence["traceback"].startswith("Signal 9 (SIGKILL) received by PID ")
+
+
+@pytest.mark.parametrize("host, command", [
+    ("gpu007", "ssh gpu007 dmesg -T | grep -i -E 'killed process|out of memory'"),
+    ("127.0.0.1", "# dmesg -T | grep -i -E 'killed process|out of memory'"),
+    ("gpu1$(reboot)", "# dmesg -T | grep -i -E 'killed process|out of memory'"),
+])
+def test_torchrun_root_cause_fix_goes_to_the_node_only_when_it_is_one(tmp_path, host, command):
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "logs", "torchrun", "sigkill-rank1.log")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "localhost" in text
+    copy = tmp_path / "sigkill.log"
+    copy.write_text(text.replace("localhost", host))
+    runs, _ok = analyse([str(copy)], matcher=STUB)
+    f = {r.id: r for r in runs}["log.diagnosis"].findings[0]
+    assert f.fix.splitlines()[1] == command
 
 
 def _real(tmp_path, text, name="slurm-3.out"):

@@ -102,8 +102,8 @@ class Page:
         if self.use_rich or not layout.plain_ok(text):
             self._rich_line(parts, indent, wrap)
             return
-        if wrap and indent and not text:
-            return  # rich draws an empty indented block as nothing at all; so do we
+        if wrap and indent and not text.replace("\n", ""):
+            return  # rich draws an indented block of no width as nothing at all; so do we
         lines = layout.wrap(text, self.width - indent) if wrap else text.split("\n")
         self.file.write("".join(" " * indent + piece + "\n" for piece in lines))
 
@@ -300,16 +300,17 @@ def render_cluster(view, page: Page, verbose: bool = False) -> None:
     page.line([("Odd nodes", "bold underline")])
     shown = odd if verbose else odd[:50]
     for node, info in shown:
-        page.line([(f"  {node}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])])
+        # Indented as blocks, so a long list of facts wraps under its node, not at column 0.
+        page.line([(f"{node}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])], indent=2)
         # A job's report: what this node's own checks said where nodes differ.
         for run in info.get("differing_checks", []):
             status = Status(run.get("status", "error")) if run.get("status") in {s.value for s in Status} else Status.ERROR
-            page.line(["    ", page.glyph(status), f" {run.get('title', run.get('id'))}  [{run.get('id')}]"])
+            page.line([page.glyph(status), f" {run.get('title', run.get('id'))}  [{run.get('id')}]"], indent=4)
             for finding in run.get("findings", []):
                 if verbose or finding.get("status") != Status.OK.value:
                     page.line([str(finding.get("summary", ""))], indent=6)
     if len(shown) < len(odd):
-        page.line([(f"  (+{len(odd) - len(shown)} more; -v shows them)", "dim")])
+        page.line([(f"(+{len(odd) - len(shown)} more; -v shows them)", "dim")], indent=2)
 
 
 __all__ = ["render", "render_cluster", "make_console", "Page"]

@@ -138,3 +138,12 @@ def test_a_plain_report_does_not_import_rich():
     out = subprocess.run([sys.executable, "-c", code_ascii], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_an_odd_nodes_long_list_wraps_under_its_node():
+    odd = {f"env.NCCL_VARIABLE_NUMBER_{i}": "x" for i in range(8)}
+    view = cluster.build(fleet(4, gpu004=odd))
+    text = console.to_text(view, 60, False, True, console.render_cluster)
+    section = text.split("Odd nodes", 1)[1].splitlines()[1:]
+    assert section[0].startswith("  gpu004: ") and len(section) > 1
+    assert all(line.startswith("  ") for line in section if line), section

@@ -551,6 +551,13 @@ def batch_step(ctx: Context):
         return
     where = (f"the batch step of job {env.job_id}" if env.step_kind == "batch"
              else f"job {env.job_id or '(id not set)'} outside any srun step (a batch script or salloc shell)")
+    unreadable = [name for name in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES",
+                                    "SLURM_NNODES")
+                  if env.set(name) and env.int(name) is None and name not in env.counts]
+    if tasks is None and nodes is None and unreadable:
+        yield skip(f"running in {where}; cannot tell how many tasks the job has: {', '.join(unreadable)} "
+                   f"cannot be read (see slurm.environment)", evidence=evidence)
+        return
     if (tasks or 1) > 1 or (nodes or 1) > 1:
         asked = f"{tasks or '?'} task(s) on {nodes or '?'} node(s)"
         yield warn(f"running in {where} without srun: only this one process runs, but the job has "

@@ -92,6 +92,19 @@ def test_batch_step_capture_warns_only_one_task_runs():
     assert statuses(S.torch_wiring, h) == [Status.SKIP]
 
 
+def test_batch_step_with_an_unreadable_task_count_does_not_claim_one_task():
+    env = capture("slurm", "env_sbatch_batch_step_N2_n3_gres2.txt")
+    for name in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        env.pop(name, None)
+    env["SLURM_NTASKS"] = "abc"
+    [f] = findings(S.batch_step, host(env, gpus=NV2))
+    assert f.status is Status.SKIP and "one task" not in f.summary
+    assert "SLURM_NTASKS cannot be read" in f.summary
+    del env["SLURM_NTASKS"]
+    [f] = findings(S.batch_step, host(env, gpus=NV2))
+    assert f.status is Status.OK and "one task" in f.summary
+
+
 def test_step_on_one_node_of_a_two_node_job_is_consistent():
     # SLURM_NODELIST is still the job's node[1-2] while SLURM_NNODES=1: not a mismatch
     env = capture("slurm", "env_srun_step_inside_sbatch_N1_n1.txt")

@@ -577,12 +577,14 @@ def link_speed_mtu(ctx: Context):
     table: InterfaceTable = ctx.facts.interfaces
     choice = predict_nccl_interfaces(table.interfaces, ctx.facts.nccl_settings, resolve=_resolver(ctx))
     used = [table.get(n) for n in choice.interfaces if table.get(n)]
-    used = [i for i in used if i.kind != "loopback"]
-    if not used:
-        yield skip("NCCL would use no network interface (see net.nccl-socket-interface)")
+    network = [i for i in used if i.kind != "loopback"]
+    if not network:
+        what = (f"NCCL would use only loopback ({', '.join(i.name for i in used)}), no network interface"
+                if used else "NCCL would use no network interface")
+        yield skip(f"{what}: no link speed or MTU to judge (see net.nccl-socket-interface)")
         return
     minimum = int(ctx.params["min_speed_mbps"])
-    slow = [i for i in used if i.speed and 0 < i.speed < minimum and i.kind in PHYSICAL_KINDS]
+    slow = [i for i in network if i.speed and 0 < i.speed < minimum and i.kind in PHYSICAL_KINDS]
     for i in slow:
         yield warn(f"{i.name} runs at {i.speed} Mb/s (below {minimum} Mb/s)", subject=i.name,
                    evidence={"speed_mbps": i.speed, "min_speed_mbps": minimum},
@@ -590,7 +592,7 @@ def link_speed_mtu(ctx: Context):
                                "seconds per step over 1 GbE. Check the cable/switch port (ethtool shows the "
                                "negotiated speed) or use the fast interface.",
                    fix=f"ethtool {i.name}   # negotiated speed; or pick a faster NCCL_SOCKET_IFNAME")
-    mtus = {i.name: i.mtu for i in used if i.mtu}
+    mtus = {i.name: i.mtu for i in network if i.mtu}
     if len(set(mtus.values())) > 1:
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
@@ -599,8 +601,8 @@ def link_speed_mtu(ctx: Context):
                                   if m != max(mtus.values()))
                        + "   # the same MTU on every node and switch port")
     if not slow and len(set(mtus.values())) <= 1:
-        desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in used)
-        yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in used}},
+        desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
+        yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},
                  explanation="Compare the MTU with the other nodes: it must match along the path.")
 
 

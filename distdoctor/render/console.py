@@ -266,6 +266,7 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
     if fixes:
         page.blank()
         page.line([("How to fix", "bold underline")])
+        printed: dict[str, int] = {}  # command line -> the item that printed it first
         for number, same in enumerate(fixes, 1):
             run, finding = same[0]
             page.line([f"{number}. ", page.glyph(finding.status), (f" {finding.summary}", "bold"), (f"  [{run.id}]", "dim")])
@@ -278,6 +279,10 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
                 page.line([finding.explanation], indent=3)
             if finding.fix:
                 for fix_line in finding.fix.splitlines():
+                    command = fix_line.strip()
+                    if command and not command.startswith("#") and printed.setdefault(command, number) != number:
+                        # Two causes, one command to confirm them: run it once.
+                        fix_line = f"# as in {printed[command]}. above: {command}"
                     # Never wrapped by us: a fix broken over two lines pastes as two commands
                     # (the tail of a comment would run). The terminal may wrap it visually.
                     page.line([("   $ ", "dim"), (fix_line, "cyan")], wrap=False)

@@ -134,3 +134,15 @@ def test_every_report_command_has_the_same_output_options():
             continue  # named facts, or a node's verdict for slurmd's log: not a report
         assert {"console", "json", "prometheus"} <= set(options["--format"].choices), name
         assert options["--json"].const == "json", name
+
+
+def test_a_command_two_items_share_is_printed_once():
+    from distdoctor.model import CheckRun, Finding, Report, RunContext, Status
+    from distdoctor.render.console import to_text
+
+    shared = "ssh gpu002 distdoctor check --only net.nccl-socket-interface"
+    runs = (CheckRun("log.a", "a", (), Status.FAIL, (Finding(Status.FAIL, "first cause", fix=f"# why\n{shared}"),), 0),
+            CheckRun("log.b", "b", (), Status.WARN, (Finding(Status.WARN, "second cause", fix=f"ip -br addr\n{shared}"),), 0))
+    text = to_text(Report("0.1.0", "vm", RunContext("none", "none"), "2026-11-24T00:00:00.000Z", 0.1, runs), 100, False)
+    assert text.count(f"$ {shared}") == 1
+    assert f"$ # as in 1. above: {shared}" in text and "$ ip -br addr" in text

@@ -582,8 +582,8 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         doc["node"] = job.node
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         try:
-            # One write(2) to the reserved stdout: a launcher forwarding several tasks' output
-            # never splits this line with another's.
+            # One write(2) to the reserved stdout, so the line leaves this process whole; srun
+            # may still forward it in pieces (docs/fleet.md: use --label, as fleet does).
             write_output(line, args.output, out.fd)
         except output.OutputError as exc:
             print(f"distdoctor: {exc}", file=sys.stderr)

@@ -86,7 +86,11 @@ def _sweep(tokens: set[str]) -> int:
 
     me = os.getpid()
     killed = 0
-    for proc in psutil.process_iter():
+    try:
+        procs = list(psutil.process_iter())
+    except (psutil.Error, OSError):  # /proc unreadable (no mount, out of descriptors): nothing to sweep
+        return 0
+    for proc in procs:
         if proc.pid == me:
             continue
         try:

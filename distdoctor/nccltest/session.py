@@ -78,7 +78,6 @@ class Rank:
         self.final_code: int | None = None
         self.channel: store_mod.Channel | None = None
         self.monitor: store_mod.Channel | None = None  # a second connection: never blocked by a call
-        self.listen_sock = None
         self.fps: list[dict[str, Any]] = []
         self.doomed = False  # a follower that knows the job fails whatever rank 0 says
         # nccl-test.localise appears only when its rounds ran

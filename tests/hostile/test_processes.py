@@ -117,3 +117,25 @@ def test_leftover_detection_sees_a_detached_process(tmp_path, marker):
         time.sleep(0.1)
     assert leftovers(marker)
     assert os.getpid()  # reap() in the fixture kills it
+
+
+def test_the_exit_sweep_survives_an_unreadable_proc(monkeypatch):
+    """At exit the sweep lists /proc; a listing that fails (EBADF from a descriptor another
+    thread closed, EMFILE, no /proc) must not turn a finished run into a traceback."""
+    import psutil
+
+    from distdoctor import reaper
+
+    def broken():
+        raise OSError(9, "Bad file descriptor", "/proc")
+        yield  # a generator, as psutil's is
+
+    monkeypatch.setattr(psutil, "process_iter", broken)
+    assert reaper._sweep({"some-token"}) == 0
+    with reaper._lock:
+        reaper._tokens.add("some-token")
+    try:
+        reaper.kill_all()
+    finally:
+        with reaper._lock:
+            reaper._tokens.discard("some-token")

@@ -129,3 +129,16 @@ def test_check_starts_ompi_info_early_only_for_the_checks_that_read_it(tmp_path)
     second = subprocess.run([*argv, "--only", "build.mpi-cuda-aware"], env=env, capture_output=True, text=True, timeout=120)
     assert _runs(tool) == 1  # from the cache
     assert [c["status"] for c in json.loads(first.stdout)["checks"]] == [c["status"] for c in json.loads(second.stdout)["checks"]]
+
+
+def test_every_check_that_reads_ompi_info_is_named_for_the_early_start():
+    """slowtools starts ompi_info early only for the checks it names: a check that reads the
+    fact and is not named still works, but waits for ompi_info on a cold run. Keep them in step."""
+    import inspect
+
+    from distdoctor.checks import _from_modules
+    from distdoctor.facts import slowtools
+
+    readers = {info.id for _module, info in _from_modules() if "ompi_build" in inspect.getsource(info.func)}
+    [(argv, _timeout, named)] = [t for t in slowtools.SLOW_TOOLS if t[0] == slowtools.OMPI_INFO]
+    assert readers and readers == set(named), readers

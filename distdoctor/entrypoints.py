@@ -39,27 +39,16 @@ class EntryPoint:
         return target
 
 
-def _stat(path: str) -> list[Any] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def installed_state() -> list[Any]:
-    """What changes whenever the installed distributions or their entry points change."""
+    """What changes whenever the installed distributions or their entry points change. Not
+    the folders' own stat: the working directory on sys.path changes with every file written
+    in it. Its metadata folders' names and their entry_points.txt are what count."""
+    from distdoctor.host import metadata_folders
+    from distdoctor.toolcache import file_state
+
     state: list[Any] = [sys.version, list(sys.path)]
-    for folder in sys.path:
-        folder = folder or "."
-        try:
-            names = sorted(name for name in os.listdir(folder) if name.endswith((".dist-info", ".egg-info")))
-        except OSError:  # a zip file, or a folder that is not there: its stat is the key
-            state.append([folder, _stat(folder)])
-            continue
-        # Not the folder's own stat: the working directory on sys.path changes with every file
-        # written in it. Its metadata folders' names and their entry_points.txt are what count.
-        state.append([folder, [[name, _stat(os.path.join(folder, name, "entry_points.txt"))] for name in names]])
+    for folder, entry in metadata_folders():
+        state.append([folder, entry, file_state(os.path.join(folder, entry, "entry_points.txt") if entry else folder)])
     return state
 
 

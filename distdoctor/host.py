@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from distdoctor import reaper
 
@@ -185,10 +185,9 @@ class Host:
         depends_on, and the environment (see toolcache.py): from the cache when this exact
         answer is there, else run and store it when it succeeded."""
         argv = tuple(str(a) for a in argv)
-        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
-        if self.cache is None or exe is None:
+        key = self._cache_key(argv, depends_on)
+        if key is None:
             return self.run(argv, timeout)
-        key = self.cache.key(argv, exe, self.env, depends_on)
         with self._started_lock:
             started = self._started.get(key)
         if started is not None:
@@ -201,6 +200,13 @@ class Host:
             return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)
         return self._run_and_store(argv, timeout, key)
 
+    def _cache_key(self, argv: tuple[str, ...], depends_on: Sequence[str]) -> str | None:
+        """The tool cache's key for argv, or None when there is no cache or no such tool."""
+        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
+        if self.cache is None or exe is None:
+            return None
+        return self.cache.key(argv, exe, self.env, depends_on)
+
     def _run_and_store(self, argv: tuple[str, ...], timeout: float, key: str) -> CommandResult:
         result = self.run(argv, timeout)
         if result.returncode == 0 and not result.timed_out and not result.error:
@@ -212,11 +218,9 @@ class Host:
         slow tool runs while Python is still importing the checks; a later run_cached of the
         same argv waits for it instead of running it again. False when nothing was started."""
         argv = tuple(str(a) for a in argv)
-        exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=self.env.get("PATH", os.defpath))
-        if self.cache is None or exe is None:
-            return False
-        key = self.cache.key(argv, exe, self.env, depends_on)
-        if self.cache.get(key) is not None:
+        key = self._cache_key(argv, depends_on)
+        # has(), not get(): a cached ompi_info answer is 0.6 MB of JSON that the fact reads anyway.
+        if key is None or self.cache.has(key):
             return False
         box: dict[str, CommandResult] = {}
 
@@ -481,18 +485,14 @@ class Host:
         from the .dist-info folder names: reading each METADATA instead costs 0.1 s on a
         site-packages of a hundred packages, most of `distdoctor check`'s budget."""
         names = set()
-        for folder in sys.path:
-            try:
-                entries = os.listdir(folder or ".")
-            except NotADirectoryError:  # a zip on sys.path: only importlib.metadata sees into it
-                from importlib import metadata
+        for folder, entry in metadata_folders():
+            if entry is not None:
+                names.add(_normalize(_dist_stem(entry)))
+                continue
+            from importlib import metadata  # a zip on sys.path: only importlib.metadata sees into it
 
-                for dist in metadata.distributions(path=[folder]):
-                    names.add(_normalize(getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "")))
-                continue
-            except OSError:
-                continue
-            names.update(_normalize(_dist_stem(entry)) for entry in entries if entry.lower().endswith(_DIST_SUFFIXES))
+            for dist in metadata.distributions(path=[folder]):
+                names.add(_normalize(getattr(dist, "_normalized_name", None) or (dist.metadata["Name"] or "")))
         return sorted(n for n in names if n)
 
     def python_version(self) -> str:
@@ -503,15 +503,10 @@ class Host:
         `name-version.dist-info` folder names on sys.path (a listing, not a METADATA read per
         package). The first folder on the path wins, as for an import."""
         found: dict[str, str] = {}
-        for folder in sys.path:
-            try:
-                entries = os.listdir(folder or ".")
-            except OSError:
-                continue
-            for entry in entries:
-                m = _DIST_INFO.match(entry)
-                if m:
-                    found.setdefault(re.sub(r"[-_.]+", "_", m.group(1)).lower(), m.group(2))
+        for _folder, entry in metadata_folders():
+            m = _DIST_INFO.match(entry or "")
+            if m:
+                found.setdefault(_normalize(m.group(1)), m.group(2))
         return found
 
     def python_executable(self) -> str:
@@ -606,24 +601,36 @@ def _dist_stem(entry: str) -> str:
     return entry.rpartition(".")[0].partition("-")[0]
 
 
+def metadata_folders() -> Iterator[tuple[str, str | None]]:
+    """(sys.path folder, entry) for every *.dist-info, *.egg-info and *.egg in the sys.path
+    folders, in path order (entries sorted within a folder); (path, None) for a sys.path entry
+    that is a file, a zip that only importlib.metadata reads. Read anew on every call: a
+    test, or a pip run beside a long check, may install something."""
+    for folder in sys.path:
+        path = folder or "."
+        try:
+            entries = sorted(os.listdir(path))
+        except NotADirectoryError:
+            yield path, None
+            continue
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.lower().endswith(_DIST_SUFFIXES):
+                yield path, entry
+
+
 def _dist_info(name: str):
     """(sys.path folder, its *.dist-info folder) for name, None when not installed, or
     _ASK_METADATA."""
     want = _normalize(name)
-    for folder in sys.path:
-        path = folder or "."
-        try:
-            entries = os.listdir(path)
-        except NotADirectoryError:
+    for path, entry in metadata_folders():
+        if entry is None:
             return _ASK_METADATA
-        except OSError:
-            continue
-        for entry in entries:
-            lower = entry.lower()
-            if lower.endswith(_DIST_SUFFIXES) and _normalize(_dist_stem(entry)) == want:
-                if not lower.endswith(".dist-info"):
-                    return _ASK_METADATA
-                return os.path.abspath(path), os.path.join(os.path.abspath(path), entry)
+        if _normalize(_dist_stem(entry)) == want:
+            if not entry.lower().endswith(".dist-info"):
+                return _ASK_METADATA
+            return os.path.abspath(path), os.path.join(os.path.abspath(path), entry)
     return None
 
 

@@ -37,7 +37,8 @@ def directory_for(env: Mapping[str, str], home: str) -> str:
     return os.path.join(base, "distdoctor")
 
 
-def _stat(path: str) -> list[Any]:
+def file_state(path: str) -> list[Any]:
+    """What changes when a file is replaced or rewritten: its resolved path, size, mtime, inode."""
     try:
         st = os.stat(path)
     except OSError:
@@ -55,7 +56,7 @@ class ToolCache:
         self.version = version
 
     def key(self, argv: Sequence[str], exe: str, env: Mapping[str, str], depends_on: Iterable[str] = ()) -> str:
-        return self.key_for({"argv": list(argv), "exe": _stat(exe), "files": [_stat(p) for p in depends_on],
+        return self.key_for({"argv": list(argv), "exe": file_state(exe), "files": [file_state(p) for p in depends_on],
                              "env": relevant_env(env)})
 
     def key_for(self, material: Mapping[str, Any]) -> str:
@@ -69,6 +70,14 @@ class ToolCache:
     def _private(self, path: str) -> bool:
         st = os.stat(path)
         return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+    def has(self, key: str) -> bool:
+        """Whether an entry is stored under key, without reading it (get() may still find it
+        unusable)."""
+        try:
+            return self._private(self.directory) and self._private(self._path(key))
+        except OSError:
+            return False
 
     def get(self, key: str) -> dict[str, Any] | None:
         """A tool's stored answer: returncode, stdout, stderr; None on a miss."""

@@ -24,9 +24,6 @@ from distdoctor.grammar import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
-# the peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
-# "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>"
-_PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
 _PLACEHOLDER = re.compile(r"\{(?:host|rank|peer|port)\}")
 
 
@@ -115,11 +112,9 @@ def _explains(root: Group, other: Group) -> bool:
 
 
 def _peer_note(e: Event, book: dict[str, str]) -> str:
-    m = _PEER.search(e.body)
-    if not m or not book:
-        return ""
-    who = book.get(m.group("addr"))
-    return f" (the peer {m.group('addr')} is {who})" if who else ""
+    addr = signatures.peer_address(e.body)
+    who = book.get(addr) if addr and book else None
+    return f" (the peer {addr} is {who})" if who else ""
 
 
 def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | None = None) -> list[Finding]:

@@ -52,17 +52,28 @@ _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _LOOPBACK_HOST = re.compile(r"^(localhost|ip6-localhost|ip6-loopback)(\.localdomain)?$|^127\.|^0\.0\.0\.0$", re.I)
 
 
+# The peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
+# "Connection closed by peer [10.1.2.3]:35523", "remote address 10.0.0.4<1778>".
+_PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0-9a-fA-F.:%\w]+?)\]?(?:<\d+>|:\d+\b)")
+# An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what may go into a command.
+_SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
+# Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
+# `peer` with the address the message names (peer_address), and `port` from a pattern's
+# (?P<port>...) group: the TCP port it names.
+PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4", "port": "29500"}
+
+
 def addressable(host: str) -> bool:
     """Whether a host name from a log may go into a command as `ssh HOST`: a plain name (the
     log is anyone's text), and not this machine's own (torchrun reports `localhost` on a
     single node: pasted elsewhere, `ssh localhost` runs on the operator's machine)."""
     return bool(_SAFE_HOST.match(host)) and not _LOOPBACK_HOST.match(host)
-# An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what a named group may put in a command.
-_SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
-# Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
-# `peer` from a pattern's (?P<peer>...) group: the address the message names, and `port` from
-# a (?P<port>...) group: the TCP port it names.
-PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4", "port": "29500"}
+
+
+def peer_address(line: str) -> str:
+    """The peer address a connect error names, or "" (also "" when it is not plainly one)."""
+    m = _PEER.search(line)
+    return m.group("addr") if m and _SAFE_ADDRESS.match(m.group("addr")) else ""
 
 
 class _Unfilled(dict):
@@ -100,8 +111,8 @@ class Signature:
         host, rank = str(host), str(rank)
         values = _Unfilled(host=host if addressable(host) else "{host}",
                            rank=rank if rank.isdigit() else "{rank}")
-        peer = self.field(line, "peer")
-        if peer and _SAFE_ADDRESS.match(peer):
+        peer = peer_address(line)
+        if peer:
             values["peer"] = peer
         port = self.field(line, "port")
         if port.isdigit() and 0 < int(port) < 65536:

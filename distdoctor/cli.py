@@ -472,10 +472,9 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     chosen = [c for c in select(registry.sorted(), _split(args.only), _split(args.skip)) if config.enabled(c.id)]
     if (args.only and not chosen):
         raise UsageError(f"--only {','.join(_split(args.only))} matches no enabled check (see `distdoctor list`)")
-    if host.cache is not None:
-        from distdoctor.facts import slowtools
+    from distdoctor.facts import slowtools
 
-        slowtools.start(host, [c.id for c in chosen])
+    slowtools.start(host, [c.id for c in chosen])  # nothing without a cache (--no-cache)
 
     facts = Facts(host, config, options={
         "hosts": _split(args.hosts), "hostfile": args.hostfile, "horovod_hosts": args.horovod_hosts,

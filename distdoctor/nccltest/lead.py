@@ -109,25 +109,22 @@ def serve(rank: Rank, where: Launch, if_addrs) -> bool:
     bind = store_bind(rank, where, if_addrs) if serving else ""
     rank.recorder.extra["rendezvous"]["store_listens_on"] = (bind or "every interface") if serving else \
         "torchrun's agent store"
-    sock = None
     try:
-        listen_fd = None
-        if bind:
-            sock = store_mod.listen(bind, port)
+        sock = store_mod.listen(bind, port) if bind else None
+        try:
             # TCPStore owns the descriptor it is handed and closes it when it is done. Python's
             # socket would close the same number again, by then perhaps another thread's file
             # (a sweep of /proc failed with EBADF under mpiexec): torch gets a duplicate of its
             # own, and ours is closed as soon as torch has it.
-            listen_fd = os.dup(sock.fileno())
-        rank.channel = rank.connect(where.own, serving, rank.left(), listen_fd)
-        if sock is not None:
-            sock.close()
+            listen_fd = os.dup(sock.fileno()) if sock is not None else None
+            rank.channel = rank.connect(where.own, serving, rank.left(), listen_fd)
+        finally:
+            if sock is not None:
+                sock.close()
         rank.monitor = rank.connect(where.own, False, 2)
         # First, so that a rank of another job on this port learns it at once.
         rank.channel.put("hello", {"world_size": rank.world})
     except Exception as exc:  # OSError from bind, DistStoreError from TCPStore
-        if sock is not None:
-            sock.close()
         text = collectives_mod.first_line(exc)
         in_use = "EADDRINUSE" in text or "in use" in text
         port_taken(rank, "the port is in use" if in_use else text, in_use)

@@ -655,9 +655,18 @@ def _metadata_headers(text: str) -> dict[str, str]:
 
 
 def _record_paths(text: str) -> tuple[str, ...]:
+    """The paths a RECORD file lists; what follows a line csv refuses (a field over its limit) is
+    left out, as an unreadable RECORD is: the distribution is still found."""
     import csv
 
-    return tuple(row[0] for row in csv.reader(text.splitlines()) if row)
+    paths: list[str] = []
+    try:
+        for row in csv.reader(text.splitlines()):
+            if row:
+                paths.append(row[0])
+    except csv.Error:
+        pass
+    return tuple(paths)
 
 
 def _nvml_query() -> dict[str, Any]:

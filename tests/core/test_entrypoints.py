@@ -144,3 +144,15 @@ def test_what_a_listing_cannot_see_is_asked_of_importlib_metadata(site, tmp_path
     monkeypatch.syspath_prepend(str(archive))
     assert Host().distribution("zipped-pack").version == "1.2"
     assert "zipped_pack" in Host().distribution_names()
+
+
+def test_a_damaged_record_or_metadata_still_finds_the_distribution(site):
+    info = _dist(site, "broken_pack", "1.0", None)
+    (info / "RECORD").write_text("broken_pack/__init__.py,,\n" + "x" * 200_000 + ",,\nlater.py,,\n")
+    dist = Host().distribution("broken-pack")
+    assert dist.version == "1.0" and dist.files == ("broken_pack/__init__.py",)
+    (info / "METADATA").write_bytes(b"\xff\xfe not text")
+    (info / "RECORD").unlink()
+    dist = Host().distribution("broken-pack")
+    assert (dist.name, dist.version, dist.files) == ("broken-pack", "", ())
+    assert Host().distribution_metadata("broken-pack")[0] == ""

@@ -33,10 +33,12 @@ _CONNECT_WHY = {
 }
 
 
-def wait_for_port(host, addr: str, port: int, deadline: float) -> str:
+def wait_for_port(host, addr: str, port: int, deadline: float, early: float | None = None,
+                  on_early=None) -> str:
     """'' once addr:port accepts connections, else why not at the deadline. Retrying here,
     rather than in TCPStore, lets the report say refused / timed out / no route. Each try may
-    take 4 s: an address nobody owns fails its ARP resolution after about 3."""
+    take 4 s: an address nobody owns fails its ARP resolution after about 3. Still failing at
+    `early`, on_early(why) is called once."""
     last = ""
     while True:
         left = deadline - time.monotonic()
@@ -48,6 +50,9 @@ def wait_for_port(host, addr: str, port: int, deadline: float) -> str:
         last = _CONNECT_WHY.get(result.error, result.error)
         if result.error.startswith("name not resolved: "):
             last = f"cannot resolve {addr}: {result.error[len('name not resolved: '):]}"
+        if on_early is not None and early is not None and time.monotonic() >= early:
+            on_early(last)
+            on_early = None
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
@@ -55,11 +60,20 @@ def run(rank: Rank, fp: dict[str, Any], listener) -> int:
     e = rank.endpoint
     rank.set_phase("rendezvous")
     rank.log(f"rendezvous at {e.addr}:{e.port} ({e.addr_why})")
-    why = wait_for_port(rank.host, e.addr, e.port, rank.phase_deadline())
+    home = expected_rank_hosts(rank.host.env).get(0)
+    where = f"the rendezvous at {e.addr}:{e.port} ({e.addr_why})"
+    rank0 = f"; rank 0 should run on {home}" if home else ""
+
+    def early(why: str) -> None:
+        # Rank 0 gives up on a missing rank at about the same bound as this wait, and a
+        # launcher kills the job as soon as rank 0 exits: say it now, while it can be heard.
+        rank.say(f"cannot reach {where} after {time.monotonic() - rank.started:.1f} s: {why}{rank0}; "
+                 f"still trying until the {rank.args.timeout:g} s bound")
+
+    why = wait_for_port(rank.host, e.addr, e.port, rank.phase_deadline(),
+                        rank.started + rank.args.timeout / 2, early)
     if why:
-        home = expected_rank_hosts(rank.host.env).get(0)
-        rank.say(f"cannot reach the rendezvous at {e.addr}:{e.port} ({e.addr_why}) within "
-                 f"{rank.args.timeout:g} s: {why}" + (f"; rank 0 should run on {home}" if home else ""))
+        rank.say(f"cannot reach {where} within {rank.args.timeout:g} s: {why}{rank0}")
         return FAILED
     try:
         rank.channel = rank.connect(e.addr, False, rank.left())

@@ -90,3 +90,24 @@ def test_rank_placement_from_slurm_step():
     assert expected_rank_hosts(env) == {0: "node1", 1: "node1", 2: "node2", 3: "node2"}
     assert expected_rank_hosts(dict(env, SLURM_DISTRIBUTION="cyclic")) == {}
     assert expected_rank_hosts(dict(env, SLURM_STEP_TASKS_PER_NODE="2(x")) == {}  # malformed: unknown
+
+
+def test_a_rank_that_cannot_reach_the_rendezvous_says_so_once_before_the_bound():
+    """A real connect to a loopback port nobody listens on: refused on every try; the early
+    word comes once, after `early`, and the wait ends at the deadline with the same reason."""
+    import socket
+    import time
+
+    from distdoctor.host import Host
+    from distdoctor.nccltest.follow import wait_for_port
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    heard: list[tuple[float, str]] = []
+    start = time.monotonic()
+    why = wait_for_port(Host(), "127.0.0.1", port, start + 1.2, start + 0.4,
+                        lambda w: heard.append((time.monotonic() - start, w)))
+    assert why.startswith("connection refused")
+    assert len(heard) == 1 and heard[0][1] == why and 0.4 <= heard[0][0] < 1.2
+    assert time.monotonic() - start >= 1.2

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from distdoctor import __version__
+from distdoctor import __version__, remote
 from distdoctor import compare as engine
 from distdoctor.compare import AGREE, DIFFER, Rule, fold
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
@@ -30,25 +30,26 @@ _OK = Status.OK.value
 _IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
 
 
-def _mtu_fix(diff: engine.Difference) -> str:
-    iface = _IFACE.match(diff.key)
-    if not iface or diff.reference is None:
-        return f"# make the MTU of the job's interface the same on {fold(diff.outliers)} and the rest"
+def _mtu_command(diff: engine.Difference) -> str:
     # Not persistent across reboots: the distribution's network config must say the same.
-    return f"clush -w {fold(diff.outliers)} -- ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
+    iface = _IFACE.match(diff.key)
+    if not iface or not remote.plain(iface.group(1)) or not remote.plain(diff.reference):
+        return ""
+    return f"ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
 
 
 def _install_fix(what: str):
     def fix(diff: engine.Difference) -> str:
         if diff.reference is None:
-            return f"# install one {what} on {fold(diff.outliers)} and the rest (run every node from one image)"
-        return f"# install {what} {engine.show(diff.reference)} on {fold(diff.outliers)} (or run every node from one image)"
+            return f"# install one {what} on {remote.shown(diff.outliers)} and the rest (run every node from one image)"
+        return (f"# install {what} {engine.show(diff.reference)} on {remote.shown(diff.outliers)} "
+                "(or run every node from one image)")
     return fix
 
 
-def _check_fix(diff: engine.Difference) -> str:
+def _check_command(diff: engine.Difference) -> str:
     check_id = diff.key[len("check."):]
-    return f"clush -w {fold(diff.outliers)} -- python3 -m distdoctor check --only {check_id} -v"
+    return f"python3 -m distdoctor check --only {check_id} -v" if remote.plain(check_id) else ""
 
 
 def _best_status(values: Sequence[Any]) -> Any:
@@ -74,14 +75,14 @@ NODE_RULES: tuple[Rule, ...] = (
     Rule("host.machine_id", "machine id", DIFFER, Status.WARN,
          "a machine id shared by several nodes means cloned images; tools that key on it (systemd, "
          "DHCP client ids) confuse the nodes",
-         "clush -w {nodes} -- 'rm -f /etc/machine-id && systemd-machine-id-setup'"),
+         run="rm -f /etc/machine-id && systemd-machine-id-setup"),
     Rule("nccl.host_hash", "NCCL host hash", DIFFER, Status.FAIL,
          "NCCL treats ranks with the same host hash as one host and tries shared memory and P2P between them",
          "# give {nodes} distinct hostnames, or export a distinct NCCL_HOSTID on each"),
     # Versions and builds.
     Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, _VERSION_WHY.format("NCCL"), _install_fix("NCCL")),
     Rule("torch.version", "torch version", AGREE, Status.FAIL, _VERSION_WHY.format("torch"),
-         "clush -w {nodes} -- python3 -m pip install torch=={reference}"),
+         run="python3 -m pip install torch=={reference}"),
     Rule("torch.cuda", "CUDA version of the torch build", AGREE, Status.WARN,
          "different CUDA builds of torch usually mean different environments on the nodes", _install_fix("torch")),
     Rule("cuda.runtime", "CUDA runtime", AGREE, Status.WARN,
@@ -95,7 +96,7 @@ NODE_RULES: tuple[Rule, ...] = (
          _install_fix("MPI implementation")),
     Rule("mpi.version", "MPI version", AGREE, Status.FAIL, _VERSION_WHY.format("MPI"), _install_fix("MPI")),
     Rule("horovod.version", "Horovod version", AGREE, Status.WARN, _VERSION_WHY.format("Horovod"),
-         "clush -w {nodes} -- python3 -m pip install horovod=={reference}"),
+         run="python3 -m pip install horovod=={reference}"),
     Rule("python.version", "Python version", AGREE, Status.WARN,
          "different Python versions usually mean different environments on the nodes", _install_fix("Python")),
     Rule("kernel", "kernel", AGREE, Status.WARN,
@@ -103,27 +104,27 @@ NODE_RULES: tuple[Rule, ...] = (
     # Hardware.
     Rule("gpu.count", "GPU count", AGREE, Status.FAIL,
          "a node with fewer GPUs than the rest gets the same number of ranks and fails with 'invalid device ordinal'",
-         "clush -w {nodes} -- nvidia-smi -L   # then drain the node: a missing GPU is a hardware fault"),
+         "# then drain {nodes}: a missing GPU is a hardware fault", run="nvidia-smi -L"),
     Rule("gpu.model", "GPU model", AGREE, Status.WARN,
          "mixed GPU models run at the speed of the slowest and may need different builds", ""),
     # Network and limits.
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
          "an MTU smaller on some nodes drops or fragments the large packets the others send: "
-         "transfers hang or crawl", _mtu_fix),
+         "transfers hang or crawl", run=_mtu_command),
     Rule("ib.*.state", "state of IB port *", AGREE, Status.FAIL,
-         "a rank bound to a port that is down hangs at init", "clush -w {nodes} -- ibstat"),
+         "a rank bound to a port that is down hangs at init", run="ibstat"),
     Rule("ib.*.rate", "rate of IB port *", AGREE, Status.WARN,
-         "one slow port sets the pace of every collective", "clush -w {nodes} -- ibstat"),
+         "one slow port sets the pace of every collective", run="ibstat"),
     Rule("ib.*.link_layer", "link layer of IB port *", AGREE, Status.WARN,
          "InfiniBand and RoCE ports need different NCCL settings", ""),
     Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
          "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "clush -w {nodes} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'\n"
-         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}"),
+         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}",
+         run='echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf'),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "clush -w {nodes} -- mount -o remount,size={reference} /dev/shm\n"
-         "# in a container: start it with --shm-size={reference} or --ipc=host"),
+         "# in a container: start it with --shm-size={reference} or --ipc=host",
+         run="mount -o remount,size={reference} /dev/shm"),
     # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
     Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
          "NCCL settings should be the same on every node; one set on some nodes only comes from a "
@@ -133,7 +134,7 @@ NODE_RULES: tuple[Rule, ...] = (
     # Check results: SKIP is not a result (a check with nothing to look at), so it takes no part.
     Rule("check.*", "result of check *", AGREE, Status.WARN,
          "the same check ends differently on some nodes: those nodes differ from the rest",
-         _check_fix, best=_best_status),
+         best=_best_status, run=_check_command),
 )
 
 # Which run of the cluster report a difference belongs to.
@@ -300,29 +301,6 @@ def _status_of(diff: engine.Difference) -> engine.Difference:
     return dataclasses.replace(diff, status=Status.FAIL if status in (Status.ERROR, Status.TIMEOUT) else status)
 
 
-def _unaddressable(finding: Finding, diff: engine.Difference, by_file: Sequence[str]) -> Finding:
-    """A fix for nodes named by report file (`clush -w saved/r[1-2].json ...` runs nowhere)
-    becomes a comment: the command to run on each of those nodes, without the clush."""
-    files = sorted(set(diff.outliers) & set(by_file))
-    commands = [line for line in finding.fix.splitlines() if not line.startswith("#")]
-    if not files or not commands:
-        return finding
-    what = "is a report file whose node shares" if len(files) == 1 else "are report files whose nodes share"
-    lines = [f"# {fold(files)} {what} a hostname with another report: no command can name "
-             f"{'it' if len(files) == 1 else 'them'}; on {'that node' if len(files) == 1 else 'each'}, run:"]
-    for line in finding.fix.splitlines():
-        if not line.startswith("#"):
-            bare = _CLUSH.match(line)
-            line = bare.group(1) if bare else line
-            if len(line) > 1 and line[0] == line[-1] == "'":
-                line = line[1:-1]
-        lines.append(line if line.startswith("#") else f"#   {line}")
-    return dataclasses.replace(finding, fix="\n".join(lines))
-
-
-_CLUSH = re.compile(r"^clush -w \S+ -- (.*)$")
-
-
 def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing] = (),
           expect: Mapping[str, Any] | None = None, rules: Sequence[Rule] = NODE_RULES,
           command: str = "compare", host: str = "", started_at: str = "", duration: float = 0.0,
@@ -338,7 +316,7 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         try:
             members[node] = node_facts(doc)
         except NotAReport as exc:
-            missing.append(Missing(node, f"{node}: {exc}", f"# look at {node}'s output by hand"))
+            missing.append(Missing(node, f"{node}: {exc}", remote.comment(f"look at {node}'s output by hand")))
     no_inventory = [n for n, doc in reports.items() if n in members and not isinstance(doc.get("inventory"), dict)]
 
     diffs = [_status_of(d) for d in engine.compare(members, rules, expect)
@@ -350,7 +328,10 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    diff_findings = [_unaddressable(engine.to_finding(diff), diff, by_file) for diff in diffs]
+    def address(nodes: Sequence[str], command: str) -> str:
+        return remote.on(nodes, command, by_file)
+
+    diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
     for diff, finding in zip(diffs, diff_findings):
         findings[_run_of(diff)].append(finding)
 

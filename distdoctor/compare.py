@@ -18,11 +18,15 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+import shlex
+import string
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from distdoctor import remote
 from distdoctor.model import Finding, Status
+from distdoctor.names import fold, one_line
 
 AGREE = "agree"
 DIFFER = "differ"
@@ -38,10 +42,15 @@ class Rule:
     must     AGREE: every member has the same value; DIFFER: no two members share a value
     status   how bad a violation is
     why      one sentence: what breaks when it does not hold
-    fix      a template for the outliers' fix; fields {nodes} (folded outlier names), {value}
-             (their value), {reference} (majority or expected value), {key}, {label}. Shell that
-             works as printed, or a `# comment`. A callable(Difference) -> str is accepted for fixes
-             that depend on the values.
+    run      the command to run on each odd member, as the member's own shell would take it;
+             fields {value} (their value), {reference} (majority or expected value), {key},
+             {label}. fix_for addresses it (`ssh NODE`, `clush -w NODES --`, or a comment when a
+             name or a value is not safe in a command: distdoctor/remote.py). A callable
+             (Difference) -> str gives it from the values ("" for none: a comment instead).
+    fix      further lines of the fix, after run's; the same fields and {nodes} (the folded
+             outlier names). Shell that works as printed, or a `# comment`; a command line
+             whose value is not a plain word is printed as a comment. A callable
+             (Difference) -> str gives the whole fix itself (its own addressing, remote.on).
     absent   "ignore": members without the fact take no part; "value": a missing fact is a value
              of its own (a node without NCCL among nodes with it)
     best     for AGREE: picks the reference from the values present instead of the majority
@@ -57,12 +66,13 @@ class Rule:
     fix: str | Callable[["Difference"], str] = ""
     absent: str = "ignore"
     best: Callable[[Sequence[Any]], Any] | None = None
+    run: str | Callable[["Difference"], str] = ""
 
     def for_key(self, key: str) -> "Rule":
         if key == self.key:
             return self
         return Rule(key, self.label.replace("*", _glob_part(self.key, key)), self.must, self.status,
-                    self.why, self.fix, self.absent, self.best)
+                    self.why, self.fix, self.absent, self.best, self.run)
 
 
 @dataclass(frozen=True)
@@ -232,47 +242,14 @@ def _number(value: Any) -> float | None:
 
 # --- rendering --------------------------------------------------------------------------------
 
-def fold(names: Iterable[str]) -> str:
-    """Member names as one short expression: ranks as '0-3,7', hosts as ClusterShell's folded
-    NodeSet 'gpu[007,012]'."""
-    names = list(dict.fromkeys(str(n) for n in names))
-    if not names:
-        return ""
-    if all(n.isdigit() for n in names):
-        return rank_ranges(int(n) for n in names)
-    try:
-        from ClusterShell.NodeSet import NodeSet
-
-        return str(NodeSet.fromlist(names))
-    except Exception:  # a name NodeSet cannot hold (brackets, spaces): list them plainly
-        return ",".join(sorted(names))
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
-    parts: list[str] = []
-    start = prev = None
-    for r in sorted(set(ranks)):
-        if start is None:
-            start = prev = r
-        elif r == prev + 1:
-            prev = r
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = r
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
-
-
 def show(value: Any) -> str:
     if value is None or value == "":
         return "(unset)"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value) or "(none)"
-    return str(value)
+        return one_line(",".join(str(v) for v in value)) or "(none)"
+    return one_line(str(value))
 
 
 def describe(diff: Difference, noun: str = "node", names: Callable[[Iterable[str]], str] = fold) -> str:
@@ -295,30 +272,71 @@ def describe(diff: Difference, noun: str = "node", names: Callable[[Iterable[str
             f"have {show(major.value)})")
 
 
-def fix_for(diff: Difference) -> str:
-    template = diff.rule.fix
-    nodes = fold(diff.outliers)
-    if callable(template):
-        return template(diff)
-    if not template:
-        if diff.basis == "duplicate":
-            return f"# give {nodes} distinct {diff.rule.label} values"
-        if diff.reference is None:
-            return f"# make {diff.rule.label} the same on {nodes}"
-        return f"# on {nodes}: make {diff.rule.label} {show(diff.reference)}"
+# Renders `run` on the odd members: remote.on, or a caller's (ranks to their hosts, report files).
+Address = Callable[[Sequence[str], str], str]
+
+
+def fix_for(diff: Difference, address: Address | None = None) -> str:
+    """The fix for one difference: the rule's `run` command addressed to the odd members, then
+    its further `fix` lines; a comment saying what to make the same when the rule has neither."""
+    rule = diff.rule
+    lines: list[str] = []
+    if rule.run:
+        command = rule.run(diff) if callable(rule.run) else _filled(rule.run, diff, command=True)
+        lines.append((address or remote.on)(diff.outliers, command) if command else _what_to_do(diff))
+    if callable(rule.fix):
+        lines.append(rule.fix(diff))
+    elif rule.fix:
+        lines.extend(_filled(line, diff) or remote.comment(_filled(line, diff, shown=True))
+                     for line in rule.fix.splitlines() if not _needs_missing_reference(line, diff))
+    elif not rule.run:
+        lines.append(_what_to_do(diff))
+    return "\n".join(remote.one_line(line) for text in lines for line in text.splitlines())
+
+
+def _needs_missing_reference(line: str, diff: Difference) -> bool:
+    """A line about the reference value when there is none (a tie): it has nothing to say."""
+    used = {name for _, name, _, _ in string.Formatter().parse(line) if name}
+    return "reference" in used and diff.reference is None
+
+
+def _what_to_do(diff: Difference) -> str:
+    nodes, label = remote.shown(diff.outliers), diff.rule.label
+    if diff.basis == "duplicate":
+        return f"# give {nodes} distinct {label} values"
+    if diff.reference is None:
+        return f"# make {label} the same on {nodes}"
+    return f"# on {nodes}: make {label} {show(diff.reference)}"
+
+
+def _filled(template: str, diff: Difference, command: bool = False, shown: bool = False) -> str:
+    """template with the difference's fields. A command (a line not starting with '#') gets only
+    plain values and host names: "" when one is not (the caller prints a comment instead);
+    shown=True fills anything in, escaped, for that comment."""
     odd = diff.outlier_groups()
-    return template.format(nodes=nodes, value=show(odd[0].value) if odd else "", reference=show(diff.reference),
-                           key=diff.key, label=diff.rule.label)
+    values = {"value": odd[0].value if odd else "", "reference": diff.reference, "key": diff.key,
+              "label": diff.rule.label}
+    used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    if shown or template.startswith("#"):
+        filled = {k: show(v) for k, v in values.items()}
+        return template.format(nodes=remote.shown(diff.outliers), **filled)
+    if any(name != "nodes" and not remote.plain(values.get(name)) for name in used):
+        return ""
+    if "nodes" in used:
+        if command or not all(remote.host_name(n) for n in diff.outliers):
+            return ""
+        values["nodes"] = shlex.quote(fold(diff.outliers))
+    return template.format(**{k: show(v) if k != "nodes" else v for k, v in values.items()})
 
 
 def to_finding(diff: Difference, noun: str = "node", max_listed: int = 20,
-               names: Callable[[Iterable[str]], str] = fold) -> Finding:
+               names: Callable[[Iterable[str]], str] = fold, address: Address | None = None) -> Finding:
     """The finding for one difference; evidence keeps folded names, so 10,000 nodes stay small."""
     groups = {show(g.value): fold(g.members) for g in diff.groups[:max_listed]}
     evidence = {"fact": diff.key, "basis": diff.basis, "reference": _jsonable(diff.reference),
                 "outliers": fold(diff.outliers), "members": diff.total, "groups": groups}
     return Finding(diff.status, describe(diff, noun, names), subject=diff.key, explanation=diff.rule.why,
-                   fix=fix_for(diff), evidence=evidence)
+                   fix=fix_for(diff, address), evidence=evidence)
 
 
 # --- small pieces -------------------------------------------------------------------------------

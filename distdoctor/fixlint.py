@@ -35,6 +35,7 @@ COMMANDS = frozenset("""
     sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace bash sh
     firewall-cmd ufw rdma ibdev2netdev mst mlxconfig lsof fuser tracepath traceroute nslookup dig
     host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi pgrep pkill sminfo
+    systemd-machine-id-setup
 """.split())
 BUILTINS = frozenset("""
     export unset cd source . echo printf test [ true false read umask type command hash wait trap
@@ -107,6 +108,19 @@ def _strip_ssh(cmd: list[str]) -> tuple[str, list[str]]:
     return (cmd[i] if i < len(cmd) else ""), cmd[i + 1:]
 
 
+def _strip_clush(cmd: list[str]) -> tuple[str, list[str]]:
+    """clush -w NODES [options] [--] command... -> (nodes, command)."""
+    if "--" in cmd:
+        head, rest = cmd[:cmd.index("--")], cmd[cmd.index("--") + 1:]
+    else:
+        head, i = cmd[:1], 1
+        while i < len(cmd) and cmd[i].startswith("-"):
+            i += 2 if cmd[i] in ("-w", "-x", "-g", "-X", "-l", "-t", "-u", "-f") else 1
+        head, rest = cmd[:i], cmd[i:]
+    nodes = head[head.index("-w") + 1] if "-w" in head[:-1] else ""
+    return nodes, rest
+
+
 def _paths(cmd: list[str]) -> Iterable[tuple[str, bool]]:
     """(absolute path, created by this command) for each path-looking word."""
     creates = bool(cmd) and cmd[0] in CREATES
@@ -145,12 +159,13 @@ def _made_here(path: str, created: set[str]) -> bool:
     return path in created or any(path.startswith(c + "/") for c in created)
 
 
-def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str]:
+def lint(fix: str, path_exists: Callable[[str], bool] | None = None, on_node: bool = False) -> list[str]:
     """Problems with one fix (empty: it pastes and runs as printed). path_exists answers for
-    the node the fix is for; None skips the path rule."""
+    the node the fix is for; None skips the path rule. on_node: fix is the script an ssh or
+    clush line runs on the nodes it names."""
     problems: list[str] = []
     created: set[str] = set()
-    node_named = False
+    node_named = on_node
     for line in _logical_lines(fix):
         if not line:
             continue
@@ -179,7 +194,7 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
             problems.append(f"{line!r}: {words}")
             continue
         for cmd in _commands(words):
-            remote = False
+            remote = on_node
             while cmd:
                 while cmd and _ASSIGNMENT.match(cmd[0]):
                     name, value = _ASSIGNMENT.match(cmd[0]).groups()  # type: ignore[union-attr]
@@ -229,12 +244,14 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None) -> list[str
                 if head in ("bash", "sh") and len(cmd) >= 3 and cmd[1] == "-c":
                     problems += lint(cmd[2], None if remote else path_exists)
                     break
-                if head == "ssh":
-                    host, rest = _strip_ssh(cmd)
+                if head in ("ssh", "clush"):
+                    host, rest = _strip_ssh(cmd) if head == "ssh" else _strip_clush(cmd)
+                    if not host:
+                        problems.append(f"{line!r}: {head} without the node it is for")
                     remote = remote or bool(host)
                     cmd = rest
                     if len(rest) == 1 and " " in rest[0]:  # ssh host 'one; quoted; script'
-                        problems += lint(rest[0])
+                        problems += lint(rest[0], None, on_node=True)
                         break
                 elif head in WRAPPERS and head not in ("srun", "mpirun", "mpiexec", "torchrun", "xargs"):
                     rest = cmd[1:]

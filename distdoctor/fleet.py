@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from distdoctor import cluster, hostlist
+from distdoctor import cluster, hostlist, remote
 from distdoctor.model import RunContext
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
@@ -126,8 +126,10 @@ def split_ssh(results: Mapping[str, object], timeout: float) -> Gathered:
 
 def _retry_fix(node: str, slurm: bool) -> str:
     if slurm:
+        if not remote.host_name(node):
+            return remote.comment(f"on {node}: python3 -m distdoctor check -v")
         return f"srun -w {node} -N1 -n1 python3 -m distdoctor check -v"
-    return f"ssh {node} python3 -m distdoctor check -v"
+    return remote.on([node], "python3 -m distdoctor check -v")
 
 
 def save(directory: str, reports: Mapping[str, dict]) -> None:

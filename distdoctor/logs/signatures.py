@@ -23,6 +23,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from distdoctor import remote
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -48,8 +50,6 @@ FIX_COMMANDS = frozenset({
     "mpirun", "ompi_info", "horovodrun", "torchrun", "python3", "pip", "distdoctor", "getent",
     "sudo", "free", "lsmod", "modprobe", "ldd", "id", "env", "sacctmgr",
 })
-_SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-_LOOPBACK_HOST = re.compile(r"^(localhost|ip6-localhost|ip6-loopback)(\.localdomain)?$|^127\.|^0\.0\.0\.0$", re.I)
 
 
 # The peer's address in NCCL's and gloo's connect errors: "Connect to 10.0.0.4<56849>",
@@ -64,10 +64,9 @@ PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4", "port": "295
 
 
 def addressable(host: str) -> bool:
-    """Whether a host name from a log may go into a command as `ssh HOST`: a plain name (the
-    log is anyone's text), and not this machine's own (torchrun reports `localhost` on a
-    single node: pasted elsewhere, `ssh localhost` runs on the operator's machine)."""
-    return bool(_SAFE_HOST.match(host)) and not _LOOPBACK_HOST.match(host)
+    """Whether a host name from a log may go into a command as `ssh HOST` (remote.host_name:
+    a plain name, and not `localhost`, which torchrun reports on a single node)."""
+    return remote.host_name(host)
 
 
 def peer_address(line: str) -> str:

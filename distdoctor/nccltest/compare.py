@@ -12,8 +12,10 @@ from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
 from distdoctor import compare as engine
+from distdoctor import remote
 from distdoctor.api import fail, ok, warn
-from distdoctor.compare import AGREE, DIFFER, Rule, rank_ranges
+from distdoctor.compare import AGREE, DIFFER, Rule
+from distdoctor.names import rank_ranges
 from distdoctor.model import Finding, Status
 from distdoctor.nccl_socket import shell_word
 
@@ -37,8 +39,8 @@ class _Job:
         self.host_of = {str(fp.get("rank", 0)): node_key(fp) for fp in self.fps}
         self.slurm = any((fp.get("slurm") or {}).get("job") for fp in self.fps)
 
-    def hosts(self, members: Iterable[str]) -> str:
-        return engine.fold(sorted({self.host_of.get(m, m) for m in members}))
+    def hosts(self, members: Iterable[str]) -> list[str]:
+        return sorted({self.host_of.get(m, m) for m in members})
 
     def ranks_on_hosts(self, members: Iterable[str]) -> str:
         ranks = [int(m) for m in members]
@@ -50,10 +52,11 @@ class _Job:
 
     def install_fix(self, package: str):
         def fix(diff: engine.Difference) -> str:
-            if diff.reference is None:
-                return f"# install one {package} version on {self.hosts(diff.outliers)} and the rest (one image)"
-            return (f"clush -w {self.hosts(diff.outliers)} -- python3 -m pip install {package}=={diff.reference}"
-                    f"   # or run every node from one image")
+            hosts = self.hosts(diff.outliers)
+            if not remote.plain(diff.reference):
+                return f"# install one {package} version on {remote.shown(hosts)} and the rest (one image)"
+            return (remote.on(hosts, f"python3 -m pip install {package}=={diff.reference}")
+                    + "\n# or run every node from one image")
         return fix
 
     def memlock_fix(self, diff: engine.Difference) -> str:
@@ -61,11 +64,11 @@ class _Job:
         # from slurmd, so the daemon's unit is what to change on the nodes that are short.
         hosts = self.hosts(m for g in diff.groups if not _unlimited(g.value) for m in g.members)
         if self.slurm:
-            return (f"clush -w {hosts} -- 'mkdir -p /etc/systemd/system/slurmd.service.d && "
-                    f"printf \"[Service]\\nLimitMEMLOCK=infinity\\n\" > /etc/systemd/system/slurmd.service.d/memlock.conf "
-                    f"&& systemctl daemon-reload && systemctl restart slurmd'")
-        return (f"clush -w {hosts} -- 'echo \"* - memlock unlimited\" > /etc/security/limits.d/90-memlock.conf'"
-                f"   # then start the job's daemons/sessions again on those nodes")
+            return remote.on(hosts, "mkdir -p /etc/systemd/system/slurmd.service.d && "
+                             'printf "[Service]\\nLimitMEMLOCK=infinity\\n" > /etc/systemd/system/slurmd.service.d/memlock.conf '
+                             "&& systemctl daemon-reload && systemctl restart slurmd")
+        return (remote.on(hosts, 'echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf')
+                + "\n# then start the job's daemons/sessions again on those nodes")
 
     def rules(self, env_names: Sequence[str]) -> tuple[Rule, ...]:
         return (

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor import remote
 from distdoctor.api import fail, ok, warn
 from distdoctor.model import Finding
-from distdoctor.nccltest.compare import rank_ranges
+from distdoctor.names import rank_ranges
 
 FULL_MESH_UP_TO = 32
 # The timed transfer of each probe: big enough to need full-size packets and to show a rate
@@ -198,7 +199,7 @@ def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str]
     sources: dict[str, list[str]] = {}
     for src, dst, _status in pairs:
         address = addresses.get(src) or ""
-        if address and hosts.get(dst):
+        if remote.plain(address) and hosts.get(dst):
             found = sources.setdefault(hosts[dst], [])
             if address not in found:
                 found.append(address)
@@ -206,7 +207,7 @@ def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str]
     for host, addrs in sorted(sources.items()):
         family = "ip6" if any(":" in a for a in addrs) else "ip"
         match = addrs[0] if len(addrs) == 1 else "{ " + ", ".join(addrs) + " }"
-        lines.append(f"ssh {host} nft insert rule inet filter input {family} saddr {match} accept")
+        lines.append(remote.on([host], f"nft insert rule inet filter input {family} saddr {match} accept"))
     return "\n".join(lines)
 
 

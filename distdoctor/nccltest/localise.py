@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distdoctor import remote
 from distdoctor.compare import fold
 from distdoctor.model import Finding, Status
 from distdoctor.nccltest.plan import tree_edges
@@ -463,13 +464,15 @@ def to_finding(culprit: Culprit) -> Finding:
         host = culprit.hosts[0]
         explanation = ("every collective that includes this host runs at its pace, or hangs when it fails; "
                        "its partners are fine with other hosts")
-        fix = (f"ssh {host} ip -s link   # error and drop counters of {host}'s interfaces; "
-               f"leave it out (srun --exclude={host}) until it is fixed")
+        fix = (remote.on([host], "ip -s link") + "\n"
+               + remote.comment(f"error and drop counters of {host}'s interfaces; leave it out "
+                                f"(srun --exclude={host}) until it is fixed"))
     elif culprit.kind == LINK:
         a, b = culprit.hosts
         explanation = ("both hosts are fine with other partners: the path between them (a switch port, a cable, "
                        "an MTU or a firewall rule on the way) is at fault")
-        fix = f"ssh {a} tracepath -n {b}   # the path and its MTU from {a} to {b}"
+        fix = (remote.on([a], f"tracepath -n {b}") if remote.host_name(b) else
+               remote.comment(f"on {a}: tracepath -n {b}")) + "\n" + remote.comment(f"the path and its MTU from {a} to {b}")
     else:
         explanation = "the pair results do not single out one host or link"
         fix = ""

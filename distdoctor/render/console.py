@@ -17,6 +17,7 @@ from itertools import groupby
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from distdoctor.compare import fold
+from distdoctor.names import one_line
 from distdoctor.grammar import plural
 from distdoctor.model import CheckRun, Finding, Report, Status
 from distdoctor.render import layout
@@ -306,7 +307,7 @@ def render_cluster(view, page: Page, verbose: bool = False) -> None:
     shown = odd if verbose else odd[:50]
     for node, info in shown:
         # Indented as blocks, so a long list of facts wraps under its node, not at column 0.
-        page.line([(f"{node}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])], indent=2)
+        page.line([(f"{one_line(node)}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])], indent=2)
         # A job's report: what this node's own checks said where nodes differ.
         for run in info.get("differing_checks", []):
             status = Status(run.get("status", "error")) if run.get("status") in {s.value for s in Status} else Status.ERROR

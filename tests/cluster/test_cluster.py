@@ -36,7 +36,7 @@ def test_gpu_count_outliers_named_folded_with_majority_and_fix():
     assert run.status is Status.FAIL
     (finding,) = run.findings
     assert finding.summary == "GPU count differs: 7 on gpu[007,012] (the other 14 nodes have 8)"
-    assert finding.fix.startswith("clush -w gpu[007,012] -- nvidia-smi -L")
+    assert finding.fix.startswith("clush -w 'gpu[007,012]' -- nvidia-smi -L\n# then drain gpu[007,012]")
     doc = _json(view)
     (diff,) = doc["cluster"]["differences"]
     assert diff["fact"] == "gpu.count" and diff["outliers"] == "gpu[007,012]" and diff["reference"] == 8
@@ -47,7 +47,7 @@ def test_mtu_difference_fix_sets_the_interface_mtu_on_the_odd_node():
     view = cluster.build(fleet(4, gpu003={"net.if.eth0.mtu": 1500}))
     (finding,) = _runs(view)["cluster.facts-agree"].findings
     assert finding.summary.startswith("MTU of eth0 differs: 1500 on gpu003")
-    assert finding.fix == "clush -w gpu003 -- ip link set dev eth0 mtu 9000"
+    assert finding.fix == "ssh gpu003 ip link set dev eth0 mtu 9000"
 
 
 def test_an_interface_only_some_nodes_have_is_not_a_difference():
@@ -73,7 +73,7 @@ def test_check_failing_on_a_minority_names_those_nodes_with_the_check_to_rerun()
     (finding,) = _runs(view)["cluster.check-results"].findings
     assert finding.status is Status.FAIL
     assert finding.summary == "result of check net.link-speed-mtu: fail on gpu005 (ok on gpu[001-004,006-008])"
-    assert finding.fix == "clush -w gpu005 -- python3 -m distdoctor check --only net.link-speed-mtu -v"
+    assert finding.fix == "ssh gpu005 python3 -m distdoctor check --only net.link-speed-mtu -v"
 
 
 def test_check_failing_on_most_nodes_still_names_the_failing_ones():
@@ -172,7 +172,7 @@ def test_console_names_odd_nodes_once(tmp_path):
     text = path.read_text()
     assert text.startswith("12 nodes, 1 outlier (gpu007)")
     assert "  gpu007: net.if.eth0.mtu" in text and "gpu001:" not in text
-    assert "$ clush -w gpu007 -- ip link set dev eth0 mtu 9000" in text
+    assert "$ ssh gpu007 ip link set dev eth0 mtu 9000" in text
 
 
 def test_nodes_on_one_machine_share_boot_and_machine_id_harmlessly_while_nccl_tells_them_apart():
@@ -183,3 +183,24 @@ def test_nodes_on_one_machine_share_boot_and_machine_id_harmlessly_while_nccl_te
     reports["gpu003"]["inventory"].update({"host.name": "gpu002", "nccl.host_hash": "hash-gpu002"})
     keys = {d.key for d in cluster.build(reports).differences}
     assert keys == {"host.name", "host.boot_id", "host.machine_id", "nccl.host_hash"}
+
+
+def test_a_tie_has_no_reference_and_no_command_is_built_from_one():
+    """Two nodes, two /dev/shm sizes: there is no majority to set, and `mount -o
+    remount,size=(unset)` was once printed. The fix says what to make the same instead."""
+    view = cluster.build({"gpu001": node_report("gpu001"),
+                          "gpu002": node_report("gpu002", inventory={"shm.size": 1 << 30})})
+    (finding,) = [f for f in view.findings if f.subject == "shm.size"]
+    commands = [line for line in finding.fix.splitlines() if not line.startswith("#")]
+    assert commands == [] and "(unset)" not in finding.fix, finding.fix
+    assert finding.fix.startswith("# make /dev/shm size the same on gpu[001-002]")
+
+
+def test_every_node_rule_command_runs_as_printed_on_its_node():
+    """The `run=` commands are what ssh or clush hands a node's shell: each lints clean there."""
+    from distdoctor import fixlint
+
+    commands = [r.run for r in cluster.NODE_RULES if isinstance(r.run, str) and r.run]
+    assert len(commands) >= 8
+    for command in commands:
+        assert fixlint.lint(command.replace("{reference}", "68719476736"), on_node=True) == [], command

@@ -40,7 +40,7 @@ def test_compare_a_saved_directory_on_the_console(tmp_path):
     out = _run("compare", str(tmp_path))
     assert out.returncode == 0, out.stderr  # a /dev/shm difference is a WARN
     assert out.stdout.startswith("3 nodes, 1 outlier (gpu002)")
-    assert "clush -w gpu002 -- mount -o remount,size=68719476736 /dev/shm" in out.stdout
+    assert "ssh gpu002 mount -o remount,size=68719476736 /dev/shm" in out.stdout
 
 
 def test_compare_expect_from_the_command_line(tmp_path):
@@ -122,7 +122,34 @@ def test_reports_that_share_a_hostname_get_no_clush_to_their_file_names(tmp_path
     out = _run("compare", *paths)
     assert out.returncode == 1, out.stderr  # the shared hostname is a FAIL
     fixes = [line.strip()[2:] for line in out.stdout.splitlines() if line.strip().startswith("$ ")]
-    assert fixes and not any(line.startswith("clush") for line in fixes), fixes
+    assert fixes and not any(line.startswith(("clush", "ssh")) for line in fixes), fixes
     assert not any(tmp_path.name in line and not line.startswith("#") for line in fixes), fixes
     assert "#   mount -o remount,size=68719476736 /dev/shm" in fixes
     assert "#   rm -f /etc/machine-id && systemd-machine-id-setup" in fixes
+
+
+def test_a_hostile_hostname_in_a_report_never_reaches_a_command(tmp_path):
+    """A report is anyone's JSON: a hostname with a `;` or a newline, or a value with shell
+    syntax, must not turn a pasted fix into `clush -w gpu3;reboot -- ...` (operators paste as
+    root). Those nodes get a comment with the command; the plain-named odd node keeps its ssh."""
+    from tests.cluster.reports import node_report
+
+    shm = {"shm.size": 67108864}
+    docs = {f"r{i}": node_report(f"gpu00{i}") for i in range(1, 5)}
+    docs["r5"] = node_report("gpu005", inventory=shm)
+    docs["r6"] = node_report("gpu006;reboot", inventory=shm)
+    docs["r7"] = node_report("gpu007\nreboot", inventory=shm)
+    docs["r8"] = node_report("gpu008", inventory={"torch.version": "2.3.0; reboot"})
+    paths = _save(tmp_path, docs)
+    for args in ((), ("--json",)):
+        out = _run("compare", *args, *paths)
+        assert out.returncode == 1, out.stderr
+        if args:
+            fixes = [line for d in load_report(out.stdout)["cluster"]["differences"] for line in d["fix"].splitlines()]
+        else:
+            fixes = [line.strip()[2:] for line in out.stdout.splitlines() if line.strip().startswith("$ ")]
+        commands = [line for line in fixes if not line.startswith("#")]
+        assert "ssh gpu005 mount -o remount,size=68719476736 /dev/shm" in commands, fixes
+        assert not any("reboot" in line for line in commands), commands
+        assert any("gpu006;reboot" in line and "not host names" in line for line in fixes), fixes
+        assert not any(line.strip() == "reboot" or line.startswith("reboot") for line in out.stdout.splitlines())

@@ -4,7 +4,7 @@ from distdoctor.compare import AGREE, DIFFER, Rule, compare, fold, matches_expec
 from distdoctor.model import Status
 
 RULES = (
-    Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, fix="clush -w {nodes} -- pip install nvidia-nccl-cu12=={reference}"),
+    Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, run="pip install nvidia-nccl-cu12=={reference}"),
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.WARN),
     Rule("host.boot_id", "boot id", DIFFER, Status.FAIL),
 )
@@ -31,7 +31,7 @@ def test_odd_nodes_are_named_folded_with_majority_and_fix():
     f = to_finding(d)
     assert f.status is Status.FAIL
     assert "2.18.3 on gpu[007,012]" in f.summary and "62 nodes have 2.21.5" in f.summary
-    assert f.fix == "clush -w gpu[007,012] -- pip install nvidia-nccl-cu12==2.21.5"
+    assert f.fix == "clush -w 'gpu[007,012]' -- pip install nvidia-nccl-cu12==2.21.5"
 
 
 def test_glob_rules_expand_and_label_names_the_part():

@@ -72,5 +72,18 @@ def test_firewall_fix_goes_on_the_node_that_drops_and_is_inserted():
     addresses = {0: "10.0.0.1", 1: "10.0.0.2", 2: "10.0.0.3"}
     fix = firewall_fix([(0, 1, "timeout"), (2, 1, "timeout"), (1, 0, "refused")], hosts, addresses)
     assert fix.splitlines() == ["ssh nodea nft insert rule inet filter input ip saddr 10.0.0.2 accept",
-                                "ssh nodeb nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.3 } accept"]
+                                "ssh nodeb 'nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.3 } accept'"]
     assert lint(fix) == []
+    # an address from a rank that is not plainly one never reaches the rule
+    hostile = firewall_fix([(0, 1, "timeout")], hosts, {0: "10.0.0.1; reboot", 1: "10.0.0.2"})
+    assert "reboot" not in hostile
+
+
+def test_the_script_an_ssh_or_clush_line_runs_is_linted_as_run_on_that_node():
+    assert lint("clush -w 'gpu[1-2]' -- 'nft insert rule inet filter input ip saddr 10.0.0.2 accept'") == []
+    assert lint("ssh gpu1 'nft insert rule inet filter input ip saddr 10.0.0.2 accept'") == []
+    [problem] = lint("clush -w 'gpu[1-2]' -- 'nft add rule inet filter input ip saddr 10.0.0.2 accept'")
+    assert "nft add rule appends" in problem
+    [problem] = lint("clush -w gpu1 -- 'fix the node'")
+    assert "'fix' is not a command" in problem
+    assert "without the node" in lint("clush -- ibstat")[0]

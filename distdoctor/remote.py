@@ -1,0 +1,86 @@
+"""How a printed fix reaches the nodes it is for: `ssh NODE CMD` for one node, `clush -w NODES
+-- CMD` for several, or a comment when no command can name them. One place decides, for every
+command that prints fixes.
+
+Node names and the values filled into commands come from reports, logs and ranks, which anyone
+can write, and operators paste fixes as root: a name that is not a plain host name, or a value
+that is not a plain word, never goes into a command; that part of the fix becomes a comment, and
+a comment is one line (a newline in a name cannot start a command of its own).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Iterable, Sequence
+
+from distdoctor.names import fold, one_line
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# The operator's own machine: `ssh localhost` pasted elsewhere runs there, not on the node.
+_LOOPBACK = re.compile(r"^(localhost|ip6-localhost|ip6-loopback)(\.localdomain)?$|^127\.|^0\.0\.0\.0$", re.I)
+_WORD = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)
+
+
+def host_name(name: str) -> bool:
+    """A plain host name or IPv4 address that names another machine: safe as `ssh NAME`."""
+    return bool(_HOST.match(name)) and not _LOOPBACK.match(name)
+
+
+def plain(value: object) -> bool:
+    """A value that is one shell word as it is (a version, a size, an interface name)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool) and bool(_WORD.match(str(value)))
+
+
+def shown(names: Iterable[str]) -> str:
+    """Node names for a comment: folded when they are plain, else each as it is, escaped."""
+    names = list(dict.fromkeys(names))
+    if all(_HOST.match(n) for n in names):
+        return fold(names)
+    return one_line(", ".join(names))
+
+
+def argument(command: str) -> str:
+    """command as one argument of ssh or clush: as it is when it is plain words (readable),
+    else quoted once, so that `&&`, `>` and `|` run on the node and not here."""
+    try:
+        if shlex.join(shlex.split(command)) == command:
+            return command
+    except ValueError:  # unbalanced quotes
+        pass
+    return shlex.quote(command)
+
+
+def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = ()) -> str:
+    """The lines that run command on every node: a command for the nodes a shell can name, a
+    comment with the command for the rest. by_file: names that are report files (their nodes
+    share a hostname with another report, so no name reaches them)."""
+    nodes = list(dict.fromkeys(str(n) for n in nodes))
+    files = set(by_file)
+    named = [n for n in nodes if n not in files and host_name(n)]
+    lines = []
+    if len(named) == 1:
+        lines.append(f"ssh {named[0]} {argument(command)}")
+    elif named:
+        lines.append(f"clush -w {shlex.quote(fold(named))} -- {argument(command)}")
+    unnamed = [n for n in nodes if n not in named]
+    if unnamed:
+        by_files = [n for n in unnamed if n in files]
+        others = [n for n in unnamed if n not in files]
+        why = []
+        if by_files:
+            what = "is a report file whose node shares" if len(by_files) == 1 else \
+                "are report files whose nodes share"
+            why.append(f"{shown(by_files)} {what} a hostname with another report")
+        if others:
+            why.append(f"{shown(others)} {'is not a host name' if len(others) == 1 else 'are not host names'} "
+                       "a command can use")
+        each = "that node" if len(unnamed) == 1 else "each of them"
+        lines.append(one_line(f"# {'; '.join(why)}: on {each}, run:"))
+        lines.append(one_line(f"#   {command}"))
+    return "\n".join(lines)
+
+
+def comment(text: str) -> str:
+    """A comment line, whatever text holds."""
+    return one_line(text if text.startswith("#") else f"# {text}")

@@ -195,9 +195,6 @@ def add_inventory_arguments(inv: argparse.ArgumentParser) -> None:
     inv.add_argument("-o", "--output", metavar="FILE", help="write it here (atomically) instead of stdout")
 
 
-_COMMAND_NAMES = ("check", "list", "explain", "health", "inventory", "compare", "fleet", "nccl-test", "log")
-
-
 def add_cluster_output(parser: argparse.ArgumentParser) -> None:
     """Options every command that compares node reports shares (compare, fleet)."""
     parser.add_argument("--format", choices=("console", "json", "prometheus"), default="console")
@@ -815,9 +812,10 @@ def _exit_hard_on_second_signal() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # The command is the first word that is not an option: the top-level parser has no option
-    # that takes a value. Anything else (no command, --help, a typo) gets the whole parser.
+    # that takes a value. A word that names no command builds no command's options, and the
+    # parser refuses it with the list of commands.
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(first if first in _COMMAND_NAMES else None)
+    parser = build_parser(first)
     args = parser.parse_args(argv)
     # nccl-test and log run no third-party code and manage their own output.
     if args.command == "nccl-test":

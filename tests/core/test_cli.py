@@ -300,17 +300,25 @@ def test_no_escape_codes_without_a_terminal(env):
 def test_a_parser_built_for_one_command_gives_that_command_every_option():
     import argparse
 
-    from distdoctor.cli import _COMMAND_NAMES, build_parser
+    from distdoctor.cli import build_parser
 
     def commands(parser):
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         return sub.choices
 
     full = commands(build_parser())
-    assert tuple(full) == _COMMAND_NAMES
-    for name in _COMMAND_NAMES:
+    assert {"check", "nccl-test", "log", "fleet", "compare"} <= set(full)
+    for name in list(full) + ["chek"]:
         one = commands(build_parser(name))
-        assert tuple(one) == _COMMAND_NAMES
+        assert tuple(one) == tuple(full)
+        if name not in full:
+            continue
         assert [a.option_strings or a.dest for a in one[name]._actions] == \
             [a.option_strings or a.dest for a in full[name]._actions], name
         assert one[name].format_help() == full[name].format_help()
+
+
+def test_a_mistyped_command_is_refused_with_the_list_of_commands():
+    proc = dd("chek")
+    assert proc.returncode == 64 and "invalid choice: 'chek'" in proc.stderr and "nccl-test" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -285,9 +285,11 @@ def median_peer(hmap: HostMap, h: int) -> str:
     return others[0] if others else "<peer address>"
 
 
-def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]]) -> dict[str, Any]:
+def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]], nbytes: int = 0) -> dict[str, Any]:
     """H x H table, rows = sending host, columns = receiving host, cells the status (the rates
-    are in the report's nccl_test.mesh.rates)."""
+    are in the report's nccl_test.mesh.rates). With transfers planned (nbytes), a pair whose
+    handshake passed but whose transfer the sender's time budget left out is 'ok, untimed':
+    after a stall or two that used the budget, 'ok' would claim what nobody measured."""
     columns = ["from \\ to"] + [str(hmap.leader(i)) for i in range(len(hmap.hosts))]
     rows = []
     for s in range(len(hmap.hosts)):
@@ -298,6 +300,8 @@ def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any
                 cells.append("-")
             elif probe is None:
                 cells.append("?")
+            elif nbytes > 0 and probe.get("status") == "ok" and not probe.get("moved"):
+                cells.append("ok, untimed")
             else:
                 cells.append(str(probe.get("status")))
         rows.append([f"{hmap.leader(s)} {hmap.hosts[s]}"] + cells)

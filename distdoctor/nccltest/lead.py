@@ -274,7 +274,7 @@ def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
     verdict = hostmesh.judge(len(hmap.hosts), probes, sorted(silent))
     found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
     if len(hmap.hosts) <= 32:
-        table = hostmesh.host_table(hmap, probes)
+        table = hostmesh.host_table(hmap, probes, plan["nbytes"])
         found[0] = dataclasses.replace(found[0], evidence={**found[0].evidence, "table": table})
     rank.recorder.extra["mesh"] = {
         "hosts": [{"host": hmap.hosts[i], "ranks": hmap.ranks[i], "address": hmap.addresses[i]}

@@ -142,3 +142,16 @@ def test_garbage_on_the_mesh_port_is_rejected_and_bounded():
         assert mesh.probe(1, "127.0.0.1", listener.port, "tok", 0, timeout=2) == "ok"
     finally:
         listener.close()
+
+
+def test_a_pair_the_budget_left_untimed_is_not_shown_as_measured():
+    """h2's row: one transfer stalled and used the budget, so its second target got only the
+    handshake; the table says so instead of 'ok'. Without transfers planned, 'ok' is all there is."""
+    hmap = hostmesh.group([fp(0, "h0", "10.0.0.1"), fp(1, "h1", "10.0.0.2"), fp(2, "h2", "10.0.0.3")])
+    results = {(2, 0): {"status": "stalled", "moved": 1 << 20}, (2, 1): {"status": "ok", "moved": 0},
+               (0, 1): {"status": "ok", "moved": 1 << 20, "rate_gbs": 0.5}}
+    rows = {row[0]: row[1:] for row in hostmesh.host_table(hmap, results, 1 << 20)["rows"]}
+    assert rows["2 h2"] == ["stalled", "ok, untimed", "-"]
+    assert rows["0 h0"] == ["-", "ok", "?"]
+    rows = {row[0]: row[1:] for row in hostmesh.host_table(hmap, results)["rows"]}
+    assert rows["2 h2"] == ["stalled", "ok", "-"]

@@ -147,6 +147,9 @@ def test_small_messages_pass_and_large_ones_stall_on_an_mtu_mismatch(lan):
     assert len(stalls) >= 3 and len(stalls) == len(found), [f["summary"] for f in found]
     assert all("h3 (rank 3)" in f["summary"] for f in stalls)
     assert "MTU mismatch" in stalls[0]["explanation"] and "ping -c 3 -M do -s 1472" in stalls[0]["fix"]
+    # h3's own row: each transfer stalled, or the stalls used its budget first; none reads 'ok'
+    rows = {row[0]: row[1:] for row in found[0]["evidence"]["table"]["rows"]}
+    assert set(rows["3 h3"]) <= {"stalled", "ok, untimed", "-"} and "stalled" in rows["3 h3"], rows
     assert statuses(doc)["nccl-test.all-reduce"] == "skip"
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-import shlex
 import string
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -278,26 +277,26 @@ Address = Callable[[Sequence[str], str], str]
 
 def fix_for(diff: Difference, address: Address | None = None) -> str:
     """The fix for one difference: the rule's `run` command addressed to the odd members, then
-    its further `fix` lines; a comment saying what to make the same when the rule has neither."""
+    its further `fix` lines; a comment saying what to make the same when the rule has neither.
+    A command is only built from plain values: a line whose value is not one (or a tie's missing
+    reference) is a comment, or, for `run`, the comment saying what to make the same."""
     rule = diff.rule
     lines: list[str] = []
     if rule.run:
-        command = rule.run(diff) if callable(rule.run) else _filled(rule.run, diff, command=True)
+        command = rule.run(diff) if callable(rule.run) else \
+            _filled(rule.run, diff) if _plain_fields(rule.run, diff) else ""
         lines.append((address or remote.on)(diff.outliers, command) if command else _what_to_do(diff))
     if callable(rule.fix):
         lines.append(rule.fix(diff))
     elif rule.fix:
-        lines.extend(_filled(line, diff) or remote.comment(_filled(line, diff, shown=True))
-                     for line in rule.fix.splitlines() if not _needs_missing_reference(line, diff))
+        for line in rule.fix.splitlines():
+            if "reference" in _fields(line) and diff.reference is None:
+                continue  # a line about the reference when there is none (a tie)
+            text = _filled(line, diff)
+            lines.append(text if line.startswith("#") or _plain_fields(line, diff) else remote.comment(text))
     elif not rule.run:
         lines.append(_what_to_do(diff))
     return "\n".join(remote.one_line(line) for text in lines for line in text.splitlines())
-
-
-def _needs_missing_reference(line: str, diff: Difference) -> bool:
-    """A line about the reference value when there is none (a tie): it has nothing to say."""
-    used = {name for _, name, _, _ in string.Formatter().parse(line) if name}
-    return "reference" in used and diff.reference is None
 
 
 def _what_to_do(diff: Difference) -> str:
@@ -309,24 +308,26 @@ def _what_to_do(diff: Difference) -> str:
     return f"# on {nodes}: make {label} {show(diff.reference)}"
 
 
-def _filled(template: str, diff: Difference, command: bool = False, shown: bool = False) -> str:
-    """template with the difference's fields. A command (a line not starting with '#') gets only
-    plain values and host names: "" when one is not (the caller prints a comment instead);
-    shown=True fills anything in, escaped, for that comment."""
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def _values(diff: Difference) -> dict[str, Any]:
     odd = diff.outlier_groups()
-    values = {"value": odd[0].value if odd else "", "reference": diff.reference, "key": diff.key,
-              "label": diff.rule.label}
-    used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    if shown or template.startswith("#"):
-        filled = {k: show(v) for k, v in values.items()}
-        return template.format(nodes=remote.shown(diff.outliers), **filled)
-    if any(name != "nodes" and not remote.plain(values.get(name)) for name in used):
-        return ""
-    if "nodes" in used:
-        if command or not all(remote.host_name(n) for n in diff.outliers):
-            return ""
-        values["nodes"] = shlex.quote(fold(diff.outliers))
-    return template.format(**{k: show(v) if k != "nodes" else v for k, v in values.items()})
+    return {"value": odd[0].value if odd else "", "reference": diff.reference, "key": diff.key,
+            "label": diff.rule.label}
+
+
+def _plain_fields(template: str, diff: Difference) -> bool:
+    """Whether every field template uses may go into a command: plain values, and no {nodes}
+    (a command for the nodes is `run`, which fix_for addresses)."""
+    values = _values(diff)
+    return all(name != "nodes" and remote.plain(values.get(name)) for name in _fields(template))
+
+
+def _filled(template: str, diff: Difference) -> str:
+    """template with the difference's fields, each shown on one line."""
+    return template.format(nodes=remote.shown(diff.outliers), **{k: show(v) for k, v in _values(diff).items()})
 
 
 def to_finding(diff: Difference, noun: str = "node", max_listed: int = 20,

@@ -107,3 +107,15 @@ def test_best_rule_takes_the_best_value_as_reference_even_in_a_minority():
     assert diff.basis == "best" and diff.reference == "ok"
     assert fold(diff.outliers) == "n[1-2]"
     assert to_finding(diff).summary == "result of check x: fail on n[1-2] (ok on n[3-4])"
+
+
+def test_a_fix_line_is_a_command_only_with_plain_values_and_says_nothing_of_a_missing_reference():
+    rule = Rule("env.NCCL_ALGO", "NCCL_ALGO", AGREE, Status.WARN,
+                fix="export NCCL_ALGO={reference}\n# then restart the job on {nodes}")
+    members = {f"n{i}": {"env.NCCL_ALGO": "Ring;reboot"} for i in range(3)}
+    members["n3"] = {"env.NCCL_ALGO": "Tree"}
+    (diff,) = compare(members, (rule,))
+    assert to_finding(diff).fix.splitlines() == ["# export NCCL_ALGO=Ring;reboot", "# then restart the job on n3"]
+    members["n0"] = {"env.NCCL_ALGO": "Tree"}  # 2 and 2: a tie, no reference
+    (diff,) = compare(members, (rule,))
+    assert diff.reference is None and to_finding(diff).fix.splitlines() == [f"# then restart the job on {fold(diff.outliers)}"]

@@ -239,9 +239,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             f"after {human_bytes(moved)} left the sender", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="the connection and its handshake worked, so the path is open; full-size packets are lost. "
             "Likely causes: " + "; ".join(_STALL_CAUSES),
-            fix=f"ip link show   # on {hmap.hosts[s]} and {hmap.hosts[d]}: compare the mtu of the interfaces\n"
-                f"ping -c 3 -M do -s 1472 {hmap.addresses[d] or hmap.hosts[d]}   # on {hmap.hosts[s]}: "
-                "1500-byte frames without fragmenting",
+            fix="# compare the MTU of the interfaces at both ends:\n"
+                + remote.on([hmap.hosts[s], hmap.hosts[d]], "ip link show")
+                + f"\n# from {hmap.hosts[s]}, 1500-byte frames to {hmap.hosts[d]} without fragmenting:\n"
+                + _from(hmap, s, d, "ping -c 3 -M do -s 1472 {}"),
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved}))
     for h, directions, median in verdict.slow_hosts:
         rate = min(directions.values())
@@ -253,8 +254,9 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             explanation="every rank on this host waits on its network: a collective runs at the pace of its "
             "slowest link. Likely causes: a link negotiated at a lower speed, a rate limit or traffic shaping "
             "on the interface, a congested or faulty port",
-            fix=f"ethtool $(ip -o route get {median_peer(hmap, h)} | grep -o 'dev [^ ]*' | cut -d' ' -f2)"
-                f"   # on {hmap.hosts[h]}: Speed and Duplex\ntc qdisc show   # on {hmap.hosts[h]}: a rate limit",
+            fix=f"# the speed and duplex each interface of {hmap.hosts[h]} negotiated, and any rate limit on it:\n"
+                + remote.on([hmap.hosts[h]], "grep -H . /sys/class/net/*/speed /sys/class/net/*/duplex") + "\n"
+                + remote.on([hmap.hosts[h]], "tc qdisc show"),
             evidence={"host": hmap.hosts[h], "rates_gbs": directions, "median_gbs": median,
                       "ranks": hmap.ranks[h]}))
     for s, d, rate, median in verdict.slow_links:
@@ -264,7 +266,7 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="both hosts are fast with their other partners: the path between them is the problem "
             "(a switch port, a cable, a route through a slower network)",
-            fix=f"tracepath {hmap.addresses[d] or hmap.hosts[d]}   # on {hmap.hosts[s]}: the path and its MTU",
+            fix=f"# the path from {hmap.hosts[s]} to {hmap.hosts[d]} and its MTU:\n" + _from(hmap, s, d, "tracepath {}"),
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "rate_gbs": rate, "median_gbs": median}))
     if verdict.silent:
         names = ", ".join(hmap.label(h) for h in verdict.silent)
@@ -279,10 +281,12 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     return out
 
 
-def median_peer(hmap: HostMap, h: int) -> str:
-    """An address to ask the route for: any other host's."""
-    others = [a for i, a in enumerate(hmap.addresses) if i != h and a]
-    return others[0] if others else "<peer address>"
+def _from(hmap: HostMap, s: int, d: int, command: str) -> str:
+    """command, with host d's address (or name) filled in, run on host s."""
+    target = hmap.addresses[d] or hmap.hosts[d]
+    if not remote.host_name(target):
+        return remote.comment(f"on {hmap.hosts[s]}: {command.format(target)}")
+    return remote.on([hmap.hosts[s]], command.format(target))
 
 
 def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]], nbytes: int = 0) -> dict[str, Any]:

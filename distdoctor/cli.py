@@ -609,7 +609,7 @@ def cmd_check(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,
                 deadline: float, out: output.ReservedStdout) -> int:
     """Rank 0: wait (bounded) for the other nodes' reports and print one report for the job."""
-    from distdoctor import cluster, jobreport
+    from distdoctor import cluster, jobreport, remote
 
     reports = {job.node: doc}
     missing: list = []
@@ -627,7 +627,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
     for node in absent:
         why = job_problem or f"no report within the job's bound ({args.timeout or 60:g} s + 10 s)"
         missing.append(cluster.Missing(node, f"{node}: {why}",
-                                       f"srun -w {node} -N1 -n1 python3 -m distdoctor check --each-task"))
+                                       remote.on([node], "python3 -m distdoctor check --each-task", srun=True)))
     if not job.expected and len(reports) < job.nodes:
         short = job.nodes - len(reports)
         why = job_problem or "no report within the job's bound"

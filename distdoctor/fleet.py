@@ -125,11 +125,7 @@ def split_ssh(results: Mapping[str, object], timeout: float) -> Gathered:
 
 
 def _retry_fix(node: str, slurm: bool) -> str:
-    if slurm:
-        if not remote.host_name(node):
-            return remote.comment(f"on {node}: python3 -m distdoctor check -v")
-        return f"srun -w {node} -N1 -n1 python3 -m distdoctor check -v"
-    return remote.on([node], "python3 -m distdoctor check -v")
+    return remote.on([node], "python3 -m distdoctor check -v", srun=slurm)
 
 
 def save(directory: str, reports: Mapping[str, dict]) -> None:

@@ -51,15 +51,19 @@ def argument(command: str) -> str:
     return shlex.quote(command)
 
 
-def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = ()) -> str:
+def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = (), srun: bool = False) -> str:
     """The lines that run command on every node: a command for the nodes a shell can name, a
     comment with the command for the rest. by_file: names that are report files (their nodes
-    share a hostname with another report, so no name reaches them)."""
+    share a hostname with another report, so no name reaches them). srun: through Slurm, one
+    task per node, instead of ssh or clush (srun runs a program, not a shell line)."""
     nodes = list(dict.fromkeys(str(n) for n in nodes))
     files = set(by_file)
     named = [n for n in nodes if n not in files and host_name(n)]
     lines = []
-    if len(named) == 1:
+    if named and srun:
+        program = command if argument(command) == command else f"bash -c {shlex.quote(command)}"
+        lines.append(f"srun -w {shlex.quote(fold(named))} -N{len(named)} -n{len(named)} {program}")
+    elif len(named) == 1:
         lines.append(f"ssh {named[0]} {argument(command)}")
     elif named:
         lines.append(f"clush -w {shlex.quote(fold(named))} -- {argument(command)}")

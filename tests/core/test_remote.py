@@ -49,3 +49,11 @@ def test_argument_quotes_only_what_needs_it():
     assert remote.argument("python3 -m pip install torch==2.4.1") == "python3 -m pip install torch==2.4.1"
     for command in ('echo "* - memlock unlimited" > /etc/x.conf', "a 'b", "dmesg | tail"):
         assert shlex.split(remote.argument(command)) == [command]
+
+
+def test_through_slurm_one_task_per_node_and_a_shell_line_gets_its_shell():
+    assert remote.on(["node2"], "python3 -m distdoctor check -v", srun=True) == \
+        "srun -w node2 -N1 -n1 python3 -m distdoctor check -v"
+    line = remote.on(["n1", "n2"], "echo a && echo b", srun=True)
+    assert bash_words(line) == ["srun", "-w", "n[1-2]", "-N2", "-n2", "bash", "-c", "echo a && echo b"]
+    assert remote.on(["n;1"], "ibstat", srun=True).startswith("# ")

@@ -16,8 +16,8 @@ import re
 from itertools import groupby
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from distdoctor.compare import fold
-from distdoctor.names import one_line
+
+from distdoctor.names import fold, one_line
 from distdoctor.grammar import plural
 from distdoctor.model import CheckRun, Finding, Report, Status
 from distdoctor.render import layout

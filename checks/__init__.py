@@ -93,7 +93,8 @@ def _valid(entry: Any, modules: set[str]) -> bool:
     return (isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("title"), str)
             and _str_list(entry.get("tags")) and isinstance(entry.get("timeout"), (int, float))
             and not isinstance(entry.get("timeout"), bool) and isinstance(entry.get("params"), dict)
-            and isinstance(entry.get("description"), str) and entry.get("module") in modules)
+            and isinstance(entry.get("description"), str) and isinstance(entry.get("module"), str)
+            and entry["module"] in modules)
 
 
 def _from_manifest(path: str) -> list[CheckInfo]:

@@ -32,7 +32,8 @@ class EntryPoint:
     value: str
 
     def load(self) -> Any:
-        module_name, _, attrs = self.value.partition(":")
+        # "module:attr [extra1,extra2]": the extras name what to install, not what to load
+        module_name, _, attrs = self.value.split("[", 1)[0].partition(":")
         target: Any = importlib.import_module(module_name.strip())
         for attr in filter(None, attrs.strip().split(".")):
             target = getattr(target, attr)
@@ -46,7 +47,7 @@ def installed_state() -> list[Any]:
     from distdoctor.host import metadata_folders
     from distdoctor.toolcache import file_state
 
-    state: list[Any] = [sys.version, list(sys.path)]
+    state: list[Any] = [sys.version, [p for p in sys.path if isinstance(p, str)]]
     for folder, entry in metadata_folders():
         state.append([folder, entry, file_state(os.path.join(folder, entry, "entry_points.txt") if entry else folder)])
     return state

@@ -607,6 +607,8 @@ def metadata_folders() -> Iterator[tuple[str, str | None]]:
     that is a file, a zip that only importlib.metadata reads. Read anew on every call: a
     test, or a pip run beside a long check, may install something."""
     for folder in sys.path:
+        if not isinstance(folder, str):  # a Path a sitecustomize added: importlib.metadata skips it too
+            continue
         path = folder or "."
         try:
             entries = sorted(os.listdir(path))

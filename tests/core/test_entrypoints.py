@@ -92,6 +92,18 @@ def test_a_tampered_or_foreign_cache_entry_is_a_miss(site, tmp_path, monkeypatch
 def test_an_entry_point_loads_module_and_attribute():
     assert entrypoints.EntryPoint("x", "os.path:join").load() is os.path.join
     assert entrypoints.EntryPoint("x", "os.path").load() is os.path
+    assert entrypoints.EntryPoint("x", "os.path:join [extra1, extra2]").load() is os.path.join
+
+
+def test_a_sys_path_entry_that_is_not_a_string_is_skipped(monkeypatch, tmp_path):
+    """A sitecustomize may put a Path on sys.path: importlib.metadata ignores it, and the cache
+    key once raised TypeError out of every command."""
+    import pathlib
+
+    monkeypatch.setattr(sys, "path", [pathlib.Path("/nonexistent"), *sys.path])
+    found = entrypoints.for_group(GROUP, ToolCache(str(tmp_path), "0.1.0"))
+    assert "builtin" in _names(found)
+    assert any(name == "psutil" for name in Host().distribution_names())
 
 
 def test_a_warm_list_imports_no_importlib_metadata(tmp_path):

@@ -170,3 +170,8 @@ def test_a_module_missing_from_the_manifest_falls_back(tmp_path):
     path = _write_manifest(tmp_path, lambda checks: checks.__setitem__(
         slice(None), [e for e in checks if e["module"] != "node"]))
     _falls_back(pack.load(path))
+
+
+def test_a_module_field_that_is_not_a_name_falls_back(tmp_path):
+    """A list where the module's name belongs once raised TypeError (unhashable) out of load."""
+    _falls_back(pack.load(_write_manifest(tmp_path, lambda checks: _entry(checks).__setitem__("module", ["host"]))))

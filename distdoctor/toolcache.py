@@ -103,6 +103,10 @@ class ToolCache:
             return None
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
+        try:  # pruning drops the least recently used: an answer still read stays
+            os.utime(self._path(key))
+        except OSError:
+            pass
         return entry.get("value")
 
     def put_value(self, key: str, value: Any) -> None:

@@ -142,3 +142,19 @@ def test_every_check_that_reads_ompi_info_is_named_for_the_early_start():
     readers = {info.id for _module, info in _from_modules() if "ompi_build" in inspect.getsource(info.func)}
     [(argv, _timeout, named)] = [t for t in slowtools.SLOW_TOOLS if t[0] == slowtools.OMPI_INFO]
     assert readers and readers == set(named), readers
+
+
+def test_pruning_drops_the_least_recently_read_not_the_oldest_written(tmp_path, monkeypatch):
+    """ompi_info's answer is written once and read on every run; entries keyed on a job's
+    working directory pile up behind it. Reading an entry keeps it."""
+    from distdoctor import toolcache
+
+    monkeypatch.setattr(toolcache, "MAX_ENTRIES", 3)
+    cache = ToolCache(str(tmp_path / "c"), "0.1.0")
+    old = time.time() - 1000
+    for i, key in enumerate(("ompi", "job1", "job2")):
+        cache.put_value(key, i)
+        os.utime(cache._path(key), (old + i, old + i))
+    assert cache.get_value("ompi") == 0  # the oldest written, read again now
+    cache.put_value("job3", 3)
+    assert cache.get_value("ompi") == 0 and cache.get_value("job1") is None

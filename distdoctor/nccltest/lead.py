@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -110,17 +109,11 @@ def serve(rank: Rank, where: Launch, if_addrs) -> bool:
     rank.recorder.extra["rendezvous"]["store_listens_on"] = (bind or "every interface") if serving else \
         "torchrun's agent store"
     try:
-        sock = store_mod.listen(bind, port) if bind else None
-        try:
-            # TCPStore owns the descriptor it is handed and closes it when it is done. Python's
-            # socket would close the same number again, by then perhaps another thread's file
-            # (a sweep of /proc failed with EBADF under mpiexec): torch gets a duplicate of its
-            # own, and ours is closed as soon as torch has it.
-            listen_fd = os.dup(sock.fileno()) if sock is not None else None
-            rank.channel = rank.connect(where.own, serving, rank.left(), listen_fd)
-        finally:
-            if sock is not None:
-                sock.close()
+        # TCPStore owns the descriptor it is handed and closes it when it is done: detached,
+        # Python's socket no longer closes the same number again (by then perhaps another
+        # thread's file: a sweep of /proc failed with EBADF under mpiexec).
+        listen_fd = store_mod.listen(bind, port).detach() if bind else None
+        rank.channel = rank.connect(where.own, serving, rank.left(), listen_fd)
         rank.monitor = rank.connect(where.own, False, 2)
         # First, so that a rank of another job on this port learns it at once.
         rank.channel.put("hello", {"world_size": rank.world})

@@ -812,9 +812,9 @@ def _exit_hard_on_second_signal() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # The command is the first word that is not an option: the top-level parser has no option
-    # that takes a value. A word that names no command builds no command's options, and the
-    # parser refuses it with the list of commands.
-    first = next((a for a in argv if not a.startswith("-")), None)
+    # that takes a value. A word that names no command, or none (--help), builds no command's
+    # options; the parser refuses the first with the list of commands.
+    first = next((a for a in argv if not a.startswith("-")), "")
     parser = build_parser(first)
     args = parser.parse_args(argv)
     # nccl-test and log run no third-party code and manage their own output.

@@ -195,6 +195,8 @@ class Host:
             thread.join(timeout + 5)  # run() inside it is bounded by the same timeout
             if "result" in box:
                 return box["result"]
+            if thread.is_alive():  # past its own bound: starting it a second time would not help
+                return CommandResult(argv, None, duration=timeout, timed_out=True)
         entry = self.cache.get(key)
         if entry is not None:
             return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)

@@ -19,13 +19,10 @@ SLOW_TOOLS: tuple[tuple[tuple[str, ...], float, frozenset[str]], ...] = (
 )
 
 
-def start(host, check_ids: Iterable[str]) -> list[str]:
-    """Start the slow tools that the chosen checks read and the cache does not answer; the
-    names of those started."""
+def start(host, check_ids: Iterable[str]) -> None:
+    """Start the slow tools that the chosen checks read and the cache does not answer."""
     ids = set(check_ids)
-    started = []
     for argv, timeout, readers in SLOW_TOOLS:
         path = host.which(argv[0]) if ids & readers else None
-        if path and host.start_cached([path, *argv[1:]], timeout):
-            started.append(argv[0])
-    return started
+        if path:
+            host.start_cached([path, *argv[1:]], timeout)

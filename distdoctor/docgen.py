@@ -31,7 +31,8 @@ def manifest() -> str:
     # From the modules themselves (modules by name, then each one's CHECKS), not the manifest.
     entries = [{**pack.metadata(info), "module": module} for module, info in pack._from_modules()]
     # ASCII only, so that the file does not depend on the writer's locale.
-    return json.dumps({"generated_by": pack.REGENERATE, "checks": entries}, indent=2, allow_nan=False) + "\n"
+    return json.dumps({"generated_by": pack.REGENERATE, "modules": pack.module_hashes(), "checks": entries},
+                      indent=2, allow_nan=False) + "\n"
 
 
 def reference() -> str:

@@ -24,7 +24,6 @@ from distdoctor.grammar import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
-_PLACEHOLDER = re.compile(r"\{(?:host|rank|peer|port)\}")
 
 
 @dataclass
@@ -83,15 +82,12 @@ def fix_lines(sig, e: Event) -> str:
     lines = sig.fix_for(e.host, e.rank if e.rank is not None else "", e.body)
     out = []
     for line in lines:
-        if _PLACEHOLDER.search(line):
+        names = [m.group(1) for m in signatures.PLACEHOLDER.finditer(line)]
+        if names:
             whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
-            unnamed = {"{host}": "the node", "{rank}": "the rank", "{peer}": "the address",
-                       "{port}": "the port"}
-            gaps = " or ".join(dict.fromkeys(unnamed[m.group(0)] for m in _PLACEHOLDER.finditer(line)))
+            gaps = " or ".join(dict.fromkeys(signatures.PLACEHOLDERS[n][1] for n in names))
             out.append(f"# on the node of {whom} (the log does not name {gaps}): "
-                       + line.replace("{host}", "THAT_NODE").replace("{rank}", "RANK")
-                       .replace("{peer}", "THE_ADDRESS_IN_THE_MESSAGE")
-                       .replace("{port}", "THE_PORT_IN_THE_MESSAGE"))
+                       + signatures.PLACEHOLDER.sub(lambda m: signatures.PLACEHOLDERS[m.group(1)][2], line))
         else:
             out.append(line)
     return "\n".join(out)

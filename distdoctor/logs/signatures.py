@@ -59,8 +59,15 @@ _PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0
 _SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
 # `peer` with the address the message names (peer_address), and `port` from a pattern's
-# (?P<port>...) group: the TCP port it names.
-PLACEHOLDERS = {"host": "gpu042", "rank": "17", "peer": "10.0.0.4", "port": "29500"}
+# (?P<port>...) group: the TCP port it names. Each: (an example value, for checking the
+# catalogue's fixes; what it is, in words; its stand-in when the log does not name it).
+PLACEHOLDERS = {
+    "host": ("gpu042", "the node", "THAT_NODE"),
+    "rank": ("17", "the rank", "RANK"),
+    "peer": ("10.0.0.4", "the address", "THE_ADDRESS_IN_THE_MESSAGE"),
+    "port": ("29500", "the port", "THE_PORT_IN_THE_MESSAGE"),
+}
+PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
 
 def addressable(host: str) -> bool:
@@ -135,7 +142,7 @@ def fix_problem(line: str) -> str | None:
     if line.startswith("# "):
         return None
     try:
-        filled = line.format_map(PLACEHOLDERS)
+        filled = line.format_map({name: example for name, (example, _, _) in PLACEHOLDERS.items()})
     except (KeyError, IndexError, ValueError) as exc:
         return f"unknown placeholder {exc}"
     try:

@@ -85,6 +85,14 @@ def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = (), srun: bo
     return "\n".join(lines)
 
 
+def toward(node: str, command: str, target: str) -> str:
+    """command (a template with {} for target: `tracepath {}`) run on node, aimed at target, a
+    host name or address from a rank or a report: a comment when it is not plainly one."""
+    if not host_name(target):
+        return comment(f"on {node}: {command.format(target)}")
+    return on([node], command.format(target))
+
+
 def comment(text: str) -> str:
     """A comment line, whatever text holds."""
     return one_line(text if text.startswith("#") else f"# {text}")

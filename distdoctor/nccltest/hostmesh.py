@@ -282,11 +282,8 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
 
 
 def _from(hmap: HostMap, s: int, d: int, command: str) -> str:
-    """command, with host d's address (or name) filled in, run on host s."""
-    target = hmap.addresses[d] or hmap.hosts[d]
-    if not remote.host_name(target):
-        return remote.comment(f"on {hmap.hosts[s]}: {command.format(target)}")
-    return remote.on([hmap.hosts[s]], command.format(target))
+    """command run on host s, aimed at host d's address (or its name)."""
+    return remote.toward(hmap.hosts[s], command, hmap.addresses[d] or hmap.hosts[d])
 
 
 def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]], nbytes: int = 0) -> dict[str, Any]:

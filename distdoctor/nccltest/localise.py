@@ -471,8 +471,7 @@ def to_finding(culprit: Culprit) -> Finding:
         a, b = culprit.hosts
         explanation = ("both hosts are fine with other partners: the path between them (a switch port, a cable, "
                        "an MTU or a firewall rule on the way) is at fault")
-        fix = (remote.on([a], f"tracepath -n {b}") if remote.host_name(b) else
-               remote.comment(f"on {a}: tracepath -n {b}")) + "\n" + remote.comment(f"the path and its MTU from {a} to {b}")
+        fix = remote.toward(a, "tracepath -n {}", b) + "\n" + remote.comment(f"the path and its MTU from {a} to {b}")
     else:
         explanation = "the pair results do not single out one host or link"
         fix = ""

@@ -57,3 +57,8 @@ def test_through_slurm_one_task_per_node_and_a_shell_line_gets_its_shell():
     line = remote.on(["n1", "n2"], "echo a && echo b", srun=True)
     assert bash_words(line) == ["srun", "-w", "n[1-2]", "-N2", "-n2", "bash", "-c", "echo a && echo b"]
     assert remote.on(["n;1"], "ibstat", srun=True).startswith("# ")
+
+
+def test_a_command_aimed_at_a_target_names_it_only_when_it_is_plainly_a_host():
+    assert remote.toward("h1", "tracepath -n {}", "10.0.0.2") == "ssh h1 tracepath -n 10.0.0.2"
+    assert remote.toward("h1", "tracepath -n {}", "h2;reboot") == "# on h1: tracepath -n h2;reboot"

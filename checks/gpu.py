@@ -13,7 +13,7 @@ from itertools import combinations
 from distdoctor.api import Context, ProbeTimeout, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT, GpuProblem
 from distdoctor.parsers.nvidia_smi import LINK_ORDER, TopoDevice, TopoMatrix, link_rank
-from distdoctor.grammar import plural
+from distdoctor.text import plural
 
 _FAR = LINK_ORDER.index("NODE")  # NODE and SYS: the pair's traffic crosses CPU interconnects
 _GDR = LINK_ORDER.index("PXB")  # NCCL uses GPUDirect RDMA up to PXB by default (NCCL_NET_GDR_LEVEL)

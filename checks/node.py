@@ -52,7 +52,7 @@ def expectations(ctx: Context):
                    fix="distdoctor inventory --snapshot >> ~/.config/distdoctor/config.toml   "
                        "# on a known-good node; edit, then copy to /etc/distdoctor/config.toml on every node")
         return
-    from distdoctor import compare  # only with an [expect] table: most runs have none
+    from distdoctor.crosscheck import engine as compare  # only with an [expect] table: most runs have none
 
     sources = getattr(config, "expect_sources", {}) or {}
     unknown = [k for k in expect if inventory.field_for(k) is None]

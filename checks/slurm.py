@@ -9,7 +9,7 @@ node that do not match GPUs per node, a training script started by sbatch withou
 from __future__ import annotations
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
-from distdoctor.hostlist import fold
+from distdoctor.text import fold_hosts
 
 NOT_IN_JOB = "not inside a Slurm job"
 IN_JOB_HINT = "Run it where the program runs: `srun distdoctor check --only slurm` in the job script."
@@ -138,7 +138,7 @@ def environment(ctx: Context):
                  f"{', '.join(env.redacted)}", subject="redacted", evidence={"redacted": list(env.redacted)})
     if not env.problems:
         where = f"job {env.job_id}" + (f", step {env.step_id}" if env.step_id else f", {env.step_kind} step")
-        lists = {k: fold(list(v)) for k, v in env.nodelists.items()}
+        lists = {k: fold_hosts(list(v)) for k, v in env.nodelists.items()}
         yield ok(f"{len(env.raw)} Slurm variables read ({where}); nodelists expanded with "
                  f"{env.hostlist_tool or 'nothing (none set)'}",
                  evidence={"variables": dict(env.raw), "nodelists": {k: list(v) for k, v in env.nodelists.items()},
@@ -256,7 +256,7 @@ def task_counts(ctx: Context):
     if ntasks is not None:
         parts.append(f"{ntasks} task(s)")
     if nodelist is not None:
-        parts.append(f"on {len(nodelist)} node(s) {fold(list(nodelist))}")
+        parts.append(f"on {len(nodelist)} node(s) {fold_hosts(list(nodelist))}")
     if per_node is not None:
         parts.append(f"({','.join(str(n) for n in per_node)} per node)")
     me = f"; this is task {procid}" if procid is not None else ""
@@ -405,7 +405,7 @@ def cpus(ctx: Context):
 
 
 def _cpus(mask: list[int]) -> str:
-    return fold([f"c{c}" for c in mask]).replace("c", "") or "none"
+    return fold_hosts([f"c{c}" for c in mask]).replace("c", "") or "none"
 
 
 @check("slurm.torch-wiring", title="torch's WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT agree with Slurm",

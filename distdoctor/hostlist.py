@@ -119,10 +119,3 @@ def expand(expr: str) -> list[str]:
         except TooManyHosts:
             raise TooManyHosts(expr) from None
     return hosts
-
-
-def fold(hosts: list[str]) -> str:
-    """The compressed form of a list of hosts (`n[1-3,9-11]`), for short messages."""
-    from ClusterShell.NodeSet import NodeSet
-
-    return str(NodeSet.fromlist(hosts)) if hosts else ""

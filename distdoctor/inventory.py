@@ -19,7 +19,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from distdoctor.config import toml_value
 from distdoctor.redact import REDACTED, is_secret_name
+from distdoctor.render.json import json_safe
 
 COLLECT_TIMEOUT = 20.0  # seconds for the whole inventory; what is known by then is reported
 TOOL_TIMEOUT = 3.0  # gcc/clang/cmake/nvcc --version
@@ -226,7 +228,7 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
             except Exception as exc:  # what the section had read stays; the rest is absent, named
                 errors.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
             with lock:
-                out.update({k: _json_safe(v) for k, v in values.items()})
+                out.update({k: json_safe(v) for k, v in values.items()})
                 pending.remove(name)
 
     thread = threading.Thread(target=work, daemon=True, name="inventory")
@@ -239,14 +241,6 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
         if errors:
             result["inventory.errors"] = list(errors)
     return dict(sorted(result.items()))
-
-
-def _json_safe(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) if isinstance(v, (bool, int, float, str)) or v is None else str(v) for v in value]
-    return str(value)
 
 
 # --- sections ---------------------------------------------------------------------------------
@@ -566,15 +560,5 @@ def snapshot_toml(inventory: dict[str, Any], hostname: str) -> str:
              "# Values can also be comparisons: \"gpu.count\" = \">= 8\", \"nccl.version\" = \">= 2.18\".",
              "[expect]"]
     for name in snapshot_names(inventory):
-        lines.append(f"{json.dumps(name)} = {_toml_value(inventory[name])}")
+        lines.append(f"{json.dumps(name)} = {toml_value(inventory[name])}")
     return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a JSON string is a valid TOML basic string

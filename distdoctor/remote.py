@@ -14,7 +14,7 @@ import re
 import shlex
 from typing import Iterable, Sequence
 
-from distdoctor.names import fold, one_line
+from distdoctor.text import fold, one_line
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 # The operator's own machine: `ssh localhost` pasted elsewhere runs there, not on the node.

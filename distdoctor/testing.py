@@ -13,18 +13,20 @@ directory listings. Facts built on it run the real parsers over the captured tex
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, Mapping, Sequence
 
 from distdoctor.api import Context
 from distdoctor.facts import Facts
-from distdoctor.host import CommandResult, ConnectResult, Distribution, Host, ResolveResult
+from distdoctor.host import CommandResult, ConnectResult, Distribution, HostAPI, ResolveResult
+from distdoctor.host.pyenv import normalize_name
 from distdoctor.model import CheckInfo, CheckRun, Finding
 
 CommandAnswer = "str | CommandResult | Callable[[tuple[str, ...]], CommandResult]"
 
 
-class FakeHost(Host):
+class FakeHost:
+    """Implements distdoctor.host.HostAPI from data; nothing it answers comes from the real machine."""
+
     def __init__(self, env: Mapping[str, str] | None = None, *,
                  commands: Mapping[Any, Any] | None = None,
                  files: Mapping[str, str | BaseException] | None = None,
@@ -43,8 +45,13 @@ class FakeHost(Host):
                  cpu_count: int = 8,
                  nvml: Mapping[str, Any] | None = None,
                  platform_info: Mapping[str, str] | None = None,
-                 python_executable: str = "/usr/bin/python3"):
-        super().__init__(env=dict(env or {}))
+                 python_executable: str = "/usr/bin/python3",
+                 python_version: str = "3.11.7", pid: int = 4242, uid: int = 0):
+        self.env: Mapping[str, str] = dict(env or {})
+        self.cache = None
+        self._python_version = python_version
+        self._pid = pid
+        self._uid = uid
         self.commands = dict(commands or {})
         self.files = dict(files or {})
         self.dirs = {k: list(v) for k, v in (dirs or {}).items()}
@@ -81,6 +88,20 @@ class FakeHost(Host):
 
     def run_cached(self, argv, timeout, depends_on=()) -> CommandResult:
         return self.run(argv, timeout)
+
+    def start_cached(self, argv, timeout, depends_on=()) -> bool:
+        return False  # nothing runs early: run_cached answers when asked
+
+    def line_filter(self, argv, timeout):
+        return None  # no external filter: the caller reads every line itself
+
+    def fan_out(self, hosts, argv, fanout, timeout, ssh_options=()) -> dict[str, CommandResult]:
+        """Each host answers as the command table answers ("ssh", host, *argv), else as argv."""
+        out = {}
+        for name in hosts:
+            key = ("ssh", name, *map(str, argv))
+            out[name] = self.run(key if self._answer(key) is not None else argv, timeout)
+        return out
 
     def run(self, argv, timeout, env=None, input=None) -> CommandResult:
         argv = tuple(str(a) for a in argv)
@@ -161,14 +182,14 @@ class FakeHost(Host):
 
     def distribution(self, name: str) -> Distribution | None:
         # importlib.metadata matches names normalized (PEP 503): nvidia_nccl_cu13 is nvidia-nccl-cu13
-        wanted = _normalize(name)
-        return next((d for key, d in self._distributions.items() if _normalize(key) == wanted), None)
+        wanted = normalize_name(name)
+        return next((d for key, d in self._distributions.items() if normalize_name(key) == wanted), None)
 
     def distribution_names(self) -> list[str]:
-        return sorted(_normalize(d.name) for d in self._distributions.values())
+        return sorted(normalize_name(d.name) for d in self._distributions.values())
 
     def distribution_versions(self) -> dict[str, str]:
-        return {_normalize(d.name): d.version for d in self._distributions.values()}
+        return {normalize_name(d.name): d.version for d in self._distributions.values()}
 
     def python_executable(self) -> str:
         return self._python_executable
@@ -181,6 +202,15 @@ class FakeHost(Host):
 
     def time(self) -> float:
         return 1_700_000_000.0
+
+    def pid(self) -> int:
+        return self._pid
+
+    def uid(self) -> int:
+        return self._uid
+
+    def python_version(self) -> str:
+        return self._python_version
 
     def distribution_metadata(self, name: str) -> tuple[str, str, str] | None:
         dist = self.distribution(name)
@@ -196,17 +226,13 @@ class FakeHost(Host):
         return dict(self._nvml)
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 def fixture_text(path: str) -> str:
     """A captured output, read as bytes and decoded the way Host.run decodes."""
     with open(path, "rb") as fh:
         return fh.read().decode("utf-8", "replace")
 
 
-def run_check(info: CheckInfo, host: Host, params: Mapping[str, Any] | None = None) -> list[Finding]:
+def run_check(info: CheckInfo, host: HostAPI, params: Mapping[str, Any] | None = None) -> list[Finding]:
     """Run one check against a host (usually a FakeHost) and return its findings, through the
     engine so that exceptions and timeouts are treated as in a real run."""
     from distdoctor.engine import run_checks

@@ -177,3 +177,13 @@ def pytest_sessionfinish(session, exitstatus):
         print("\n".join(lines), file=sys.stderr)
     if session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration") + os.sep
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow by folder: everything under tests/integration/ starts real components."""
+    for item in items:
+        if str(item.path).startswith(_INTEGRATION):
+            item.add_marker(pytest.mark.slow)

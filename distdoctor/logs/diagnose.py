@@ -15,12 +15,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from distdoctor.compare import fold
+from distdoctor.crosscheck.engine import fold
 from distdoctor.logs import signatures
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
-from distdoctor.grammar import plural
+from distdoctor.text import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
 _OP = re.compile(r"OpType=(\w+)")
@@ -114,7 +114,7 @@ def _peer_note(e: Event, book: dict[str, str]) -> str:
 
 
 def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | None = None) -> list[Finding]:
-    """book: {address: who} of the ranks' advertised addresses (infofacts.address_book)."""
+    """book: {address: who} of the ranks' advertised addresses (nccl_setup.address_book)."""
     book = book or {}
     gs = groups(scan)
     roots = [g for g in gs if g.signature.severity == "root"]

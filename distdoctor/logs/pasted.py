@@ -20,7 +20,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from distdoctor.logs.infofacts import kind_by_name
+from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
 

@@ -3,7 +3,7 @@ its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
 larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords,
-the INFO lines infofacts reads, generic error words) picks the few candidate lines; only those
+the INFO lines nccl_setup reads, generic error words) picks the few candidate lines; only those
 are decoded and split. The search is one `grep -F -n` fed every block as a stream (a
 multi-pattern search in C, about five times faster than Python's regex alternation over the
 same bytes, and running beside this process; see bench/log_scale.py), or that alternation
@@ -23,7 +23,7 @@ from typing import Any
 from distdoctor.logs import prefix as prefix_mod
 from distdoctor.logs.reader import Block
 
-# INFO lines worth reading even though no signature names them (see infofacts.py), and lines
+# INFO lines worth reading even though no signature names them (see nccl_setup.py), and lines
 # that tie a pid to a rank.
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",

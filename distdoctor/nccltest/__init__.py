@@ -157,7 +157,8 @@ def _run_rank(args, host, ident, where, started, started_wall, children) -> int:
     clock = Clock(started, args.timeout)
     clock.enter("start", started)
     try:
-        from distdoctor.nccltest.session import Rank, execute
+        from distdoctor.nccltest.phases import execute
+        from distdoctor.nccltest.session import Rank
     except ImportError as exc:  # a broken install of distdoctor itself
         print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
         return EXIT_ERROR

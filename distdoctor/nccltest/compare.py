@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
-from distdoctor import compare as engine
+from distdoctor.crosscheck import engine
 from distdoctor import remote
 from distdoctor.api import fail, ok, warn
-from distdoctor.compare import AGREE, DIFFER, Rule
-from distdoctor.names import rank_ranges
+from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule
+from distdoctor.text import rank_ranges
 from distdoctor.model import Finding, Status
 from distdoctor.nccl_socket import shell_word
 

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distdoctor.nccltest import collectives as collectives_mod
 from distdoctor.nccltest import mesh, pairtests
 from distdoctor.nccltest import store as store_mod
 from distdoctor.nccltest.rendezvous import expected_rank_hosts
+from distdoctor.nccltest.session import HEARTBEAT_S, Rank
 
-if TYPE_CHECKING:
-    from distdoctor.nccltest.session import Rank
 
-HEARTBEAT_S = 0.3
 # Exit codes a rank returns on its own, when it cannot learn rank 0's verdict: 1 when it knows
 # the job failed (it cannot reach the rendezvous, rank 0 said no), 2 when the test is
 # incomplete (rank 0 vanished or never answered).

@@ -17,7 +17,7 @@ from typing import Any
 from distdoctor import remote
 from distdoctor.api import fail, ok, warn
 from distdoctor.model import Finding
-from distdoctor.names import rank_ranges
+from distdoctor.text import rank_ranges
 
 FULL_MESH_UP_TO = 32
 # The timed transfer of each probe: big enough to need full-size packets and to show a rate

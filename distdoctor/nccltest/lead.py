@@ -11,7 +11,7 @@ import ipaddress
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distdoctor.api import fail, ok, skip
 from distdoctor.model import Finding
@@ -20,9 +20,8 @@ from distdoctor.nccltest import arrival, compare, hostmesh, interface, localise,
 from distdoctor.nccltest import backend as backend_mod
 from distdoctor.nccltest import collectives as collectives_mod
 from distdoctor.nccltest import store as store_mod
+from distdoctor.nccltest.session import Rank
 
-if TYPE_CHECKING:
-    from distdoctor.nccltest.session import Rank
 
 # When MASTER_ADDR is not rank 0's host nobody can find the store: rank 0 reports after this
 # long instead of at the bound (a NAT or VIP that does reach it gets that long to show).

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distdoctor import remote
-from distdoctor.compare import fold
+from distdoctor.crosscheck.engine import fold
 from distdoctor.model import Finding, Status
 from distdoctor.nccltest.plan import tree_edges
 

@@ -38,18 +38,16 @@ from distdoctor.model import Finding, RunContext, Status
 from distdoctor.nccltest import (
     collectives,
     compare,
-    fingerprint,
-    follow,
-    interface,
-    lead,
-    mesh,
 )
 from distdoctor.nccltest import report as report_mod
 from distdoctor.nccltest import store as store_mod
 from distdoctor.nccltest.clock import Clock
-from distdoctor.nccltest.follow import HEARTBEAT_S
 from distdoctor.nccltest.rendezvous import Endpoint, Identity
 from distdoctor.nccltest.results import PHASE_CHECK
+
+# How often a rank other than 0 says it is alive (follow.heartbeat), and how long rank 0
+# waits for three of those beats before it calls a rank frozen.
+HEARTBEAT_S = 0.3
 
 # Phases that touch no network: a bound spent here is not a transport problem.
 _LOCAL_PHASES = ("start", "import torch", "launch")
@@ -280,23 +278,3 @@ class Rank:
         return {r: (phases[r], f"rank {r} ({hosts.get(r, '?')}) " + (
             f"stopped responding during {phases[r]}: its process is gone or frozen" if after[r] == before[r]
             else f"is alive but still in {phases[r]}")) for r in ranks}
-
-
-def execute(rank: Rank) -> int:
-    """The launch phase every rank shares (its address, its mesh listener, its fingerprint),
-    then rank 0's sequence or the others'."""
-    rank.set_phase("launch")
-    if_addrs = rank.host.net_if_addrs()
-    choice = interface.choose(rank.endpoint.addr, if_addrs, interface.route_source(rank.endpoint.addr))
-    try:
-        listener = mesh.Listener(choice.address or "0.0.0.0", rank.rank)
-    except OSError as exc:
-        listener = None
-        rank.log(f"mesh listener could not bind {choice.address}: {exc}")
-    fp = fingerprint.collect(rank.host, rank.ident, choice, rank.torch)
-    fp["mesh_port"] = listener.port if listener else 0
-    fp["route"] = choice.how
-    fp["hostname_addrs"] = list(rank.host.resolve(fp["host"], timeout=2).addresses)
-    if rank.rank == 0:
-        return lead.run(rank, fp, listener, if_addrs)
-    return follow.run(rank, fp, listener)

@@ -11,7 +11,7 @@ for every rank of a simulated job, against:
 - `Fabric`: per-host speed, dead hosts, dropped or slow directed links, from which simulated
   probes (one direction) and pair tests (both directions, like a two-host all_reduce) answer.
 
-Used by tests/nccltest/test_simulate.py and bench/nccltest_scale.py. Nothing here is a
+Used by tests/integration/nccltest/test_simulate.py and bench/nccltest_scale.py. Nothing here is a
 measurement of a real network.
 """
 

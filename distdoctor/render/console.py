@@ -17,8 +17,8 @@ from itertools import groupby
 from typing import IO, Any, Callable, Mapping, Sequence
 
 
-from distdoctor.names import fold, one_line
-from distdoctor.grammar import plural
+from distdoctor.text import fold, one_line
+from distdoctor.text import plural
 from distdoctor.model import CheckRun, Finding, Report, Status
 from distdoctor.render import layout
 
@@ -295,7 +295,7 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
 
 
 def render_cluster(view, page: Page, verbose: bool = False) -> None:
-    """A cluster.ClusterView: the summary line, the comparison as a report, then one section per
+    """A crosscheck.nodes.ClusterView: the summary line, the comparison as a report, then one section per
     odd node naming what it differs in (the nodes that agree need no section)."""
     page.line([(view.summary, "bold")])
     render(view.report, page, verbose)

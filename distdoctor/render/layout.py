@@ -4,7 +4,7 @@ Importing rich and drawing with it is about a fifth of a warm `distdoctor check`
 reports are read without escape codes (piped, written with -o, a rank's log under a launcher).
 These functions lay text out the way rich does for the subset the console view uses (greedy
 word wrap that folds a word longer than the line; tables without borders, two spaces between
-columns), so the output is the same with or without rich; tests/core/test_plain_layout.py
+columns), so the output is the same with or without rich; tests/unit/core/test_plain_layout.py
 compares the two. What they cannot lay out alike (a character that is not one cell wide for
 certain, a table wider than the line) they decline, and the caller draws that block with rich.
 """

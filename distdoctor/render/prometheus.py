@@ -47,7 +47,7 @@ def render(report: Report) -> str:
 
 
 def render_cluster(view) -> str:
-    """A cluster.ClusterView: the comparison's own runs, then per node its status and one series
+    """A crosscheck.nodes.ClusterView: the comparison's own runs, then per node its status and one series
     per fact it is odd in, so one textfile serves a dashboard of the whole fleet."""
     lines = [render(view.report).rstrip("\n"),
              "# HELP distdoctor_node_up 1 if the node answered with a report, 0 if not.",

@@ -1,0 +1,95 @@
+"""`distdoctor health`: the checks as Slurm's HealthCheckProgram/Prolog/Epilog; drains this node
+on failure and resumes only its own drains (the policy is distdoctor/health.py)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import time
+
+from distdoctor import limits, output
+from distdoctor import config as config_mod
+from distdoctor import registry as registry_mod
+from distdoctor.commands.common import UsageError, load_config, select, split, validate_selection, write_output
+from distdoctor.model import EXIT_ERROR, exit_code
+from distdoctor.text import plural
+
+EPILOG = ("On failure: scontrol update nodename=<node> state=drain reason=\"distdoctor: <check>: <what>\". "
+          "On success: resume the node only if distdoctor drained it. See docs/health.md.")
+RAW_EPILOG = False
+
+
+def add_arguments(health: argparse.ArgumentParser) -> None:
+    health.add_argument("--only", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--skip", action="append", default=[], metavar="ID|TAG", help="as for check")
+    health.add_argument("--fail-on", choices=("warn", "fail"), default=None,
+                        help="lowest status that drains the node (default: fail, or run.fail_on)")
+    health.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="extra config file (TOML), [expect] table included")
+    health.add_argument("--checks-dir", action="append", default=[], metavar="DIR")
+    health.add_argument("--timeout", type=limits.arg_seconds, default=None,
+                        help="bound for the whole command, seconds (default 50: slurmd allows 60)")
+    health.add_argument("--jobs", type=limits.arg_count(limits.MAX_JOBS), default=None, help="checks run in parallel (default 8)")
+    health.add_argument("--node", default=None, help="Slurm's name for this node (default: SLURMD_NODENAME, "
+                                                    "else the short hostname)")
+    health.add_argument("-o", "--output", metavar="FILE", help="write the verdict here (atomically) instead of stdout")
+    health.add_argument("--dry-run", action="store_true", help="print the scontrol command instead of running it")
+
+
+def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
+    from distdoctor import health
+    from distdoctor.api import Context
+    from distdoctor.engine import run_checks
+    from distdoctor.facts import Facts
+    from distdoctor.host import Host
+
+    started = time.monotonic()
+    host = Host()
+    config = load_config(args.config, host)
+    bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT
+    registry = registry_mod.load(args.checks_dir, host.env, budget=bound / 2, run_bound=bound)
+    try:
+        config.validate_against(registry.checks)
+    except config_mod.ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    # A node's health is the node's: the reach area (probes of other hosts) runs only when asked for.
+    skip = split(args.skip) + ([] if args.only else list(health.DEFAULT_SKIP))
+    validate_selection(registry.sorted(), args)
+    chosen = [c for c in select(registry.sorted(), split(args.only), skip) if config.enabled(c.id)]
+    if bound <= health.SCONTROL_RESERVE + 1:
+        raise UsageError(f"--timeout must be more than {health.SCONTROL_RESERVE + 1:g} s: the checks need time, "
+                         f"and scontrol gets {health.SCONTROL_RESERVE:g} s")
+    jobs = args.jobs if args.jobs is not None else int(config.run.get("jobs", 8))
+    budget = bound - health.SCONTROL_RESERVE - (time.monotonic() - started)
+    facts = Facts(host, config, options={"hosts": [], "ports": [], "probe_torch": False,
+                                         "inventory_timeout": max(1.0, min(20.0, budget - 2))})
+    runs = run_checks(chosen, lambda info: Context(facts, config.params_for(info.id, info.params)),
+                      timeout_for=lambda info: min(config.timeout_for(info.id, info.timeout), budget),
+                      jobs=jobs, total_timeout=budget, run_bound=bound)
+    fail_on = args.fail_on or config.run.get("fail_on", "fail")
+    bad = health.failing(runs, fail_on)
+    node = args.node or health.node_name(host)
+    stream = io.StringIO()
+    for run in bad:
+        finding = next((f for f in run.findings if f.status.severity >= run.status.severity), None)
+        stream.write(f"{run.status.value.upper()} {run.id}: {finding.summary if finding else run.status.value}\n")
+        if finding is not None and finding.fix:
+            stream.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))
+    state, problem = health.node_state(host, node)
+    if problem:
+        stream.write(f"distdoctor health: cannot read the state of node {node}: {problem}\n")
+    action = health.decide(node, state, bad)
+    error = ""
+    if args.dry_run:
+        stream.write(f"{action.why}\n")
+        if action.argv:
+            stream.write(f"would run: {action.shell()}\n")
+    else:
+        error = health.apply(host, action)
+        stream.write(f"{action.why}\n")
+        if error:
+            stream.write(f"distdoctor health: {error}\n")
+    stream.write(f"distdoctor health: {plural(len(runs), 'check')} on {node} in {time.monotonic() - started:.1f} s, "
+                 f"{len(bad)} at or above {fail_on}\n")
+    write_output(stream.getvalue(), args.output, out.fd)
+    return EXIT_ERROR if error else exit_code(runs, fail_on)

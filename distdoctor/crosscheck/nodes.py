@@ -1,0 +1,423 @@
+"""The cluster view: node reports side by side, the odd nodes named with their fix.
+
+Input is {node: report}, each report the JSON document `distdoctor check --format json` writes
+(its flat `"inventory"` of named facts and its check results). The node rules below are data:
+which facts must agree across nodes, which must differ, on the shared comparison engine
+(distdoctor/compare.py). `fleet`, `compare` and `check` under a launcher (one report per job)
+all build their report here.
+
+Pure: no I/O. The caller reads the files or gathers the reports and says which nodes gave none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from distdoctor import __version__, remote
+from distdoctor.crosscheck import engine
+from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule, fold
+from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
+
+# Reports this code can read: the same MAJOR schema (docs/report.schema.json).
+SCHEMA_MAJOR = "1"
+_STATUS_BY_NAME = {s.value: s for s in Status}
+_RESULTS = frozenset(s.value for s in Status if s is not Status.SKIP)  # SKIP is not a result to compare
+_OK = Status.OK.value
+_IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
+
+
+def _mtu_command(diff: engine.Difference) -> str:
+    # Not persistent across reboots: the distribution's network config must say the same.
+    iface = _IFACE.match(diff.key)
+    if not iface or not remote.plain(iface.group(1)) or not remote.plain(diff.reference):
+        return ""
+    return f"ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
+
+
+def _install_fix(what: str):
+    def fix(diff: engine.Difference) -> str:
+        if diff.reference is None:
+            return f"# install one {what} on {remote.shown(diff.outliers)} and the rest (run every node from one image)"
+        return (f"# install {what} {engine.show(diff.reference)} on {remote.shown(diff.outliers)} "
+                "(or run every node from one image)")
+    return fix
+
+
+def _check_command(diff: engine.Difference) -> str:
+    check_id = diff.key[len("check."):]
+    return f"python3 -m distdoctor check --only {check_id} -v" if remote.plain(check_id) else ""
+
+
+def _best_status(values: Sequence[Any]) -> Any:
+    """The least severe status present: the nodes worse than it are the odd ones."""
+    known = [_STATUS_BY_NAME[v] for v in values if v in _STATUS_BY_NAME]
+    return min(known, key=lambda s: s.severity).value if known else values[0]
+
+
+_VERSION_WHY = "{} must be the same on every node of a job; mixed versions hang at init or fail in collectives"
+
+# What must hold across the nodes of a job or fleet. Keys are inventory fact names
+# (docs/inventory.md); `check.<id>` is each node's result of that check.
+NODE_RULES: tuple[Rule, ...] = (
+    # Host identity: NCCL keys "same host" on hostname + boot id (its host hash); two nodes that
+    # share one are taken for one host, and NCCL tries shared memory between them.
+    Rule("host.name", "hostname", DIFFER, Status.FAIL,
+         "nodes with the same hostname look like one host to NCCL, MPI and Slurm",
+         "# give {nodes} distinct hostnames (hostnamectl set-hostname NAME on each), or set NCCL_HOSTID per node"),
+    Rule("host.boot_id", "boot id", DIFFER, Status.FAIL,
+         "NCCL's host hash includes the boot id: nodes sharing one (cloned images, containers on one "
+         "kernel) with one hostname are taken for one host",
+         "# {nodes} share a kernel or a cloned boot id: run one job task per host, or set a distinct NCCL_HOSTID on each"),
+    Rule("host.machine_id", "machine id", DIFFER, Status.WARN,
+         "a machine id shared by several nodes means cloned images; tools that key on it (systemd, "
+         "DHCP client ids) confuse the nodes",
+         run="rm -f /etc/machine-id && systemd-machine-id-setup"),
+    Rule("nccl.host_hash", "NCCL host hash", DIFFER, Status.FAIL,
+         "NCCL treats ranks with the same host hash as one host and tries shared memory and P2P between them",
+         "# give {nodes} distinct hostnames, or export a distinct NCCL_HOSTID on each"),
+    # Versions and builds.
+    Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, _VERSION_WHY.format("NCCL"), _install_fix("NCCL")),
+    Rule("torch.version", "torch version", AGREE, Status.FAIL, _VERSION_WHY.format("torch"),
+         run="python3 -m pip install torch=={reference}"),
+    Rule("torch.cuda", "CUDA version of the torch build", AGREE, Status.WARN,
+         "different CUDA builds of torch usually mean different environments on the nodes", _install_fix("torch")),
+    Rule("cuda.runtime", "CUDA runtime", AGREE, Status.WARN,
+         "different CUDA runtimes mean different environments on the nodes", _install_fix("the CUDA runtime")),
+    Rule("cuda.toolkit", "CUDA toolkit (nvcc)", AGREE, Status.WARN,
+         "extensions built on one node may not load on another", _install_fix("the CUDA toolkit")),
+    Rule("gpu.driver", "NVIDIA driver version", AGREE, Status.WARN,
+         "a driver older than the CUDA runtime fails with 'CUDA driver version is insufficient'",
+         _install_fix("NVIDIA driver")),
+    Rule("mpi.impl", "MPI implementation", AGREE, Status.FAIL, _VERSION_WHY.format("The MPI library"),
+         _install_fix("MPI implementation")),
+    Rule("mpi.version", "MPI version", AGREE, Status.FAIL, _VERSION_WHY.format("MPI"), _install_fix("MPI")),
+    Rule("horovod.version", "Horovod version", AGREE, Status.WARN, _VERSION_WHY.format("Horovod"),
+         run="python3 -m pip install horovod=={reference}"),
+    Rule("python.version", "Python version", AGREE, Status.WARN,
+         "different Python versions usually mean different environments on the nodes", _install_fix("Python")),
+    Rule("kernel", "kernel", AGREE, Status.WARN,
+         "different kernels bring different drivers, RDMA stacks and limits", _install_fix("kernel")),
+    # Hardware.
+    Rule("gpu.count", "GPU count", AGREE, Status.FAIL,
+         "a node with fewer GPUs than the rest gets the same number of ranks and fails with 'invalid device ordinal'",
+         "# then drain {nodes}: a missing GPU is a hardware fault", run="nvidia-smi -L"),
+    Rule("gpu.model", "GPU model", AGREE, Status.WARN,
+         "mixed GPU models run at the speed of the slowest and may need different builds", ""),
+    # Network and limits.
+    Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
+         "an MTU smaller on some nodes drops or fragments the large packets the others send: "
+         "transfers hang or crawl", run=_mtu_command),
+    Rule("ib.*.state", "state of IB port *", AGREE, Status.FAIL,
+         "a rank bound to a port that is down hangs at init", run="ibstat"),
+    Rule("ib.*.rate", "rate of IB port *", AGREE, Status.WARN,
+         "one slow port sets the pace of every collective", run="ibstat"),
+    Rule("ib.*.link_layer", "link layer of IB port *", AGREE, Status.WARN,
+         "InfiniBand and RoCE ports need different NCCL settings", ""),
+    Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
+         "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
+         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}",
+         run='echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf'),
+    Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
+         "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
+         "# in a container: start it with --shm-size={reference} or --ipc=host",
+         run="mount -o remount,size={reference} /dev/shm"),
+    # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
+    Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
+         "NCCL settings should be the same on every node; one set on some nodes only comes from a "
+         "per-node profile or /etc/environment", "", absent="value"),
+    Rule("nccl.conf.*", "nccl.conf setting *", AGREE, Status.WARN,
+         "/etc/nccl.conf differs between nodes", "", absent="value"),
+    # Check results: SKIP is not a result (a check with nothing to look at), so it takes no part.
+    Rule("check.*", "result of check *", AGREE, Status.WARN,
+         "the same check ends differently on some nodes: those nodes differ from the rest",
+         best=_best_status, run=_check_command),
+)
+
+# Which run of the cluster report a difference belongs to.
+_RUNS = (
+    ("cluster.reports", "Every node answered with a report"),
+    ("cluster.host-identity", "Nodes have distinct identities"),
+    ("cluster.facts-agree", "Nodes agree on versions, hardware and settings"),
+    ("cluster.expectations", "Nodes match the [expect] table"),
+    ("cluster.check-results", "Checks end the same on every node"),
+)
+
+
+class NotAReport(ValueError):
+    """A document that is not a distdoctor node report; the message says why in a few words."""
+
+
+def check_node_report(doc: Any) -> None:
+    """NotAReport unless doc is one node's `check` report (not garbage, another tool's JSON,
+    another schema MAJOR, a fleet, compare or whole-job report)."""
+    if not isinstance(doc, dict):
+        raise NotAReport("output is not a distdoctor report (not a JSON object)")
+    tool = doc.get("tool")
+    if not isinstance(tool, dict) or tool.get("name") != "distdoctor" or not isinstance(doc.get("checks"), list):
+        raise NotAReport("output is not a distdoctor report")
+    version = str(doc.get("schema_version", ""))
+    if version.split(".")[0] != SCHEMA_MAJOR:
+        raise NotAReport(f"report schema {version or '(none)'} is not one this distdoctor reads ({SCHEMA_MAJOR}.x)")
+    if doc.get("command") != "check":
+        raise NotAReport(f"a '{doc.get('command')}' report, not a node's 'check' report")
+    if "cluster" in doc:
+        raise NotAReport("a whole job's report, not one node's")
+
+
+def node_facts(doc: Any) -> dict[str, Any]:
+    """The flat facts one node report contributes: its inventory and `check.<id>` statuses.
+    Raises NotAReport for what is not a node report (see check_node_report)."""
+    check_node_report(doc)
+    inventory = doc.get("inventory")
+    facts: dict[str, Any] = dict(inventory) if isinstance(inventory, dict) else {}
+    for run in doc["checks"]:
+        if isinstance(run, dict):
+            check_id, status = run.get("id"), run.get("status")
+            if status in _RESULTS and isinstance(check_id, str):
+                facts["check." + check_id] = status
+    return facts
+
+
+def parse_report(text: str) -> dict[str, Any]:
+    """One node's report from its JSON text; NotAReport says what is wrong with it."""
+    text = text.strip()
+    if not text:
+        raise NotAReport("empty: no report")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        raise NotAReport("output is not a distdoctor report (not JSON" + (f": {exc.msg} at line {line})"
+                         if line else ")")) from None
+    check_node_report(doc)
+    return doc
+
+
+def slim(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a node report the comparison reads (identity, status, inventory, each
+    check's result), without findings and evidence: 10,000 whole reports held at once cost
+    gigabytes and most of the time."""
+    out = {k: doc[k] for k in ("schema_version", "tool", "command", "host", "node", "status", "inventory")
+           if k in doc}
+    out["checks"] = [{"id": r.get("id"), "status": r.get("status")} for r in doc.get("checks", [])
+                     if isinstance(r, dict)]
+    return out
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A node that gave no usable report: why, and what to run about it."""
+
+    node: str
+    reason: str
+    fix: str = ""
+    status: Status = Status.FAIL
+
+
+@dataclass
+class ClusterView:
+    report: Report
+    nodes: list[str]
+    differences: list[engine.Difference]
+    missing: list[Missing]
+    outliers: list[str]
+    per_node: dict[str, dict[str, Any]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)  # one per difference, in order
+
+    @property
+    def summary(self) -> str:
+        answered = len(self.nodes)
+        total = answered + len(self.missing)
+        parts = [f"{total} node{'s' if total != 1 else ''}"]
+        if self.missing:
+            parts.append(f"{len(self.missing)} without a report ({fold(m.node for m in self.missing)})")
+        parts.append(f"{len(self.outliers)} outlier{'s' if len(self.outliers) != 1 else ''}"
+                     + (f" ({fold(self.outliers)})" if self.outliers else ""))
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cluster part of the JSON document (docs/report.schema.json: `cluster`, `nodes`)."""
+        return {
+            "cluster": {
+                "summary": self.summary,
+                "nodes": len(self.nodes) + len(self.missing),
+                "answered": len(self.nodes),
+                "outliers": fold(self.outliers),
+                "outlier_count": len(self.outliers),
+                "missing": {m.node: m.reason for m in self.missing},
+                "differences": [_diff_dict(d, f) for d, f in zip(self.differences, self.findings)],
+            },
+            "nodes": self.per_node,
+        }
+
+
+def _diff_dict(diff: engine.Difference, finding: Finding) -> dict[str, Any]:
+    return {"fact": diff.key, "label": diff.rule.label, "status": diff.status.value, "basis": diff.basis,
+            "reference": finding.evidence["reference"], "outliers": finding.evidence["outliers"],
+            "groups": finding.evidence["groups"], "summary": finding.summary, "fix": finding.fix}
+
+
+# Nodes that are containers or namespaces on one machine share its kernel (boot id) and often
+# its /etc/machine-id. That is harmless while NCCL can tell them apart: its host hash (hostname +
+# boot id, or NCCL_HOSTID) differs. Only then is a shared boot or machine id left unreported.
+_SHARED_BY_ONE_MACHINE = ("host.boot_id", "host.machine_id")
+
+
+def _same_machine(diff: engine.Difference, members: Mapping[str, Mapping[str, Any]]) -> bool:
+    if diff.key not in _SHARED_BY_ONE_MACHINE or diff.basis != "duplicate":
+        return False
+    for group in diff.groups:
+        for fact in ("nccl.host_hash", "host.name"):
+            values = [members[m].get(fact) for m in group.members]
+            if all(values):
+                if len(set(map(str, values))) < len(values):
+                    return False
+                break
+        else:
+            return False
+    return True
+
+
+def _run_of(diff: engine.Difference) -> str:
+    if diff.basis == "expected":
+        return "cluster.expectations"
+    if diff.key.startswith("check."):
+        return "cluster.check-results"
+    if diff.rule.must == DIFFER:
+        return "cluster.host-identity"
+    return "cluster.facts-agree"
+
+
+def _status_of(diff: engine.Difference) -> engine.Difference:
+    """A check failing on some nodes is as bad as the check says, not a mere difference."""
+    if diff.basis != "best":
+        return diff
+    odd = [_STATUS_BY_NAME.get(g.value, Status.WARN) for g in diff.groups[1:]]
+    status = worst(odd)
+    return dataclasses.replace(diff, status=Status.FAIL if status in (Status.ERROR, Status.TIMEOUT) else status)
+
+
+def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing] = (),
+          expect: Mapping[str, Any] | None = None, rules: Sequence[Rule] = NODE_RULES,
+          command: str = "compare", host: str = "", started_at: str = "", duration: float = 0.0,
+          context: RunContext | None = None, by_file: Sequence[str] = ()) -> ClusterView:
+    """Compare node reports: {node: report document}. A document that is not a node report
+    (see check_node_report) goes to `missing` with the reason; `missing` also takes the nodes
+    the caller got nothing from. `by_file` names the nodes known only by their report file
+    (their reports share a hostname): no command can address them, so fixes that name them
+    are printed as comments."""
+    members: dict[str, dict[str, Any]] = {}
+    missing = list(missing)
+    for node, doc in reports.items():
+        try:
+            members[node] = node_facts(doc)
+        except NotAReport as exc:
+            missing.append(Missing(node, f"{node}: {exc}", remote.comment(f"look at {node}'s output by hand")))
+    no_inventory = [n for n, doc in reports.items() if n in members and not isinstance(doc.get("inventory"), dict)]
+
+    diffs = [_status_of(d) for d in engine.compare(members, rules, expect)
+             if not _same_machine(d, members)] if members else []
+    findings: dict[str, list[Finding]] = {run_id: [] for run_id, _title in _RUNS}
+    for m in missing:
+        findings["cluster.reports"].append(Finding(m.status, m.reason, subject=m.node, fix=m.fix))
+    if no_inventory:
+        findings["cluster.reports"].append(Finding(
+            Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
+            subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
+    def address(nodes: Sequence[str], command: str) -> str:
+        return remote.on(nodes, command, by_file)
+
+    diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
+    for diff, finding in zip(diffs, diff_findings):
+        findings[_run_of(diff)].append(finding)
+
+    ok_text = {
+        "cluster.reports": f"all {len(members)} nodes answered with a report",
+        "cluster.host-identity": "every node has its own hostname, boot id and NCCL host hash",
+        "cluster.facts-agree": f"the {len(members)} nodes agree on every compared fact",
+        "cluster.expectations": "every node matches the [expect] table" if expect else "no [expect] table given",
+        "cluster.check-results": "every check ends the same on every node",
+    }
+    runs = []
+    for run_id, title in _RUNS:
+        found = findings[run_id]
+        if not found:
+            status = Status.SKIP if run_id == "cluster.expectations" and not expect else Status.OK
+            found = [Finding(status, ok_text[run_id])]
+        runs.append(CheckRun(run_id, title, ("cluster",), worst(f.status for f in found), tuple(found), 0.0,
+                             "distdoctor"))
+
+    outliers = sorted({m for d in diffs for m in d.outliers})
+    per_node: dict[str, dict[str, Any]] = {}
+    odd_in: dict[str, list[str]] = {}
+    for d in diffs:
+        for m in d.outliers:
+            odd_in.setdefault(m, []).append(d.key)
+    for node, doc in reports.items():
+        if node not in members:
+            continue
+        # Only what did not end OK: the node's own status says the rest, and 10,000 nodes times
+        # every check would make the document mostly "ok".
+        checks = {k[len("check."):]: v for k, v in members[node].items()
+                  if k.startswith("check.") and v != _OK}
+        per_node[node] = {"host": str(doc.get("host", node)), "status": str(doc.get("status", "ok")),
+                          "outlier_in": odd_in.get(node, []), "checks": checks}
+    for m in missing:
+        per_node[m.node] = {"host": m.node, "status": "missing", "outlier_in": [], "checks": {},
+                            "problem": m.reason}
+
+    context = context or RunContext("none", f"{len(members) + len(missing)} node reports")
+    report = Report(__version__, host, context, started_at or "1970-01-01T00:00:00.000Z", duration,
+                    tuple(runs), command)
+    return ClusterView(report, sorted(members), diffs, missing, outliers, per_node, diff_findings)
+
+
+# --- one report per job -------------------------------------------------------------------------
+
+def run_from_dict(run: Mapping[str, Any]) -> CheckRun:
+    """A check run as a node report wrote it, back into the model (for the job's report)."""
+    findings = tuple(Finding(_STATUS_BY_NAME.get(f.get("status"), Status.ERROR), str(f.get("summary") or "-"),
+                             str(f.get("subject", "")), str(f.get("explanation", "")), str(f.get("fix", "")),
+                             dict(f.get("evidence") or {}))
+                     for f in run.get("findings", []) if isinstance(f, dict))
+    status = _STATUS_BY_NAME.get(run.get("status"), Status.ERROR)
+    return CheckRun(str(run.get("id")), str(run.get("title", run.get("id"))), tuple(run.get("tags", ())), status,
+                    findings or (Finding(status, "-"),), float(run.get("duration_s", 0.0)), str(run.get("source", "")))
+
+
+def job_view(reports: Mapping[str, Mapping[str, Any]], leader: str, *, missing: Sequence[Missing] = (),
+             expect: Mapping[str, Any] | None = None, host: str = "", started_at: str = "",
+             duration: float = 0.0, context: RunContext | None = None) -> ClusterView:
+    """The report of a whole job: each check once where every node agrees (the leader's run, or
+    the one node where it did not skip), the cluster comparison, and per node only the checks
+    that ended differently there (`nodes.<name>.differing_checks`)."""
+    view = build(reports, missing=missing, expect=expect, command="check", host=host, started_at=started_at,
+                 duration=duration, context=context)
+    order: list[str] = []
+    by_check: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for node in [leader] + [n for n in reports if n != leader]:
+        doc = reports.get(node)
+        if not isinstance(doc, Mapping) or node not in view.nodes:
+            continue
+        for run in doc.get("checks", []):
+            if isinstance(run, Mapping) and isinstance(run.get("id"), str):
+                if run["id"] not in by_check:
+                    order.append(run["id"])
+                by_check.setdefault(run["id"], {})[node] = run
+    common: list[CheckRun] = []
+    for check_id in order:
+        runs = by_check[check_id]
+        results = {r.get("status") for r in runs.values() if r.get("status") != Status.SKIP.value}
+        if len(results) <= 1:
+            shown = next((r for r in runs.values() if r.get("status") != Status.SKIP.value), runs.get(leader)) \
+                or next(iter(runs.values()))
+            common.append(run_from_dict(shown))
+            continue
+        for node, run in runs.items():
+            view.per_node[node].setdefault("differing_checks", []).append(dict(run))
+    view.report = dataclasses.replace(view.report, runs=tuple(common) + view.report.runs)
+    return view

@@ -1,0 +1,110 @@
+"""Names and sockets: resolving, connecting, binding, the interfaces and routes."""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import socket
+import threading
+import time
+from typing import Any, Mapping
+
+
+from distdoctor.host.results import ConnectResult, ResolveResult, classify_errno
+
+
+class Network:
+    env: Mapping[str, str]
+
+    def hostname(self) -> str:
+        return socket.gethostname()
+
+    def resolve(self, name: str, timeout: float = 3.0) -> ResolveResult:
+        """Every address a name resolves to. getaddrinfo has no timeout of its own, so it runs
+        on a daemon thread that is abandoned if the resolver hangs."""
+        box: dict[str, Any] = {}
+        start = time.monotonic()
+
+        def work() -> None:
+            try:
+                infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+                seen: list[str] = []
+                for info in infos:
+                    addr = str(info[4][0])
+                    if addr not in seen:
+                        seen.append(addr)
+                box["addrs"] = tuple(seen)
+            except socket.gaierror as exc:
+                box["error"] = exc.strerror or str(exc)
+            except (OSError, UnicodeError) as exc:
+                box["error"] = str(exc)
+
+        thread = threading.Thread(target=work, daemon=True, name=f"resolve-{name}")
+        thread.start()
+        thread.join(timeout)
+        duration = time.monotonic() - start
+        if thread.is_alive():
+            return ResolveResult(name, error=f"resolver did not answer within {timeout:g} s", duration=duration)
+        return ResolveResult(name, box.get("addrs", ()), box.get("error", ""), duration)
+
+    def connect(self, host: str, port: int, timeout: float = 3.0) -> ConnectResult:
+        start = time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return ConnectResult(host, port, True, latency=time.monotonic() - start)
+        except socket.timeout:
+            return ConnectResult(host, port, False, "timeout", errno_mod.ETIMEDOUT, time.monotonic() - start)
+        except socket.gaierror as exc:
+            return ConnectResult(host, port, False, f"name not resolved: {exc.strerror}", None,
+                                 time.monotonic() - start)
+        except OSError as exc:
+            return ConnectResult(host, port, False, classify_errno(exc.errno, exc.strerror or str(exc)),
+                                 exc.errno, time.monotonic() - start)
+
+    def can_bind(self, address: str, port: int) -> str:
+        """'' if a TCP listener could bind address:port now, else why not."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((address, port))
+            return ""
+        except OSError as exc:
+            return classify_errno(exc.errno, exc.strerror or str(exc))
+
+    def net_if_addrs(self) -> dict[str, list[dict[str, Any]]]:
+        """psutil's per-interface addresses as plain dicts: family ('inet', 'inet6', 'link'),
+        address, netmask."""
+        import psutil
+
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name, addrs in psutil.net_if_addrs().items():
+            rows = []
+            for a in addrs:
+                fam = {socket.AF_INET: "inet", socket.AF_INET6: "inet6"}.get(a.family, "link")
+                rows.append({"family": fam, "address": a.address, "netmask": a.netmask})
+            out[name] = rows
+        return out
+
+    def net_if_stats(self) -> dict[str, dict[str, Any]]:
+        import psutil
+
+        return {
+            name: {"isup": s.isup, "speed": s.speed, "mtu": s.mtu, "duplex": int(s.duplex),
+                   "flags": getattr(s, "flags", "")}
+            for name, s in psutil.net_if_stats().items()
+        }
+
+    def gateways(self) -> dict[str, list[tuple[str, str]]]:
+        """Default gateways by family ('inet', 'inet6'): [(gateway, interface)]."""
+        try:
+            import netifaces
+        except ImportError:
+            return {}
+        result: dict[str, list[tuple[str, str]]] = {}
+        gws = netifaces.gateways()
+        for fam, name in ((netifaces.AF_INET, "inet"), (netifaces.AF_INET6, "inet6")):
+            # Entries are (gateway, interface, is_default); routes to other subnets are not defaults.
+            for entry in gws.get(fam, []):
+                if len(entry) < 3 or entry[2]:
+                    result.setdefault(name, []).append((entry[0], entry[1]))
+        return result
+

@@ -1,0 +1,213 @@
+"""What NCCL's INFO lines say about each rank's setup, and where ranks disagree.
+
+Per member (a rank where the log says which, else `host:pid`): the NCCL version, the network
+it chose (IB or Socket), the interfaces of its bootstrap and socket transport, its IB devices,
+GPUDirect RDMA on or off, and the CUDA driver version. Members are compared with the shared
+engine in distdoctor/compare.py; interfaces that cannot carry traffic to another node
+(loopback, bridges, veth, container overlays) are judged per member. A log shows names only,
+so an interface's kind is read from its name here, unlike `check`, which asks the kernel.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from distdoctor.crosscheck.engine import AGREE, Difference, Rule, compare, fold, to_finding
+from distdoctor.logs.scan import Scan
+from distdoctor.model import Finding, Status
+from distdoctor.nccl_socket import shell_word, suggest_ifname
+from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
+
+# NCCL's own banner ("NCCL version 2.19.3+cuda12.3"), not the end of torch's error summary
+# ("NCCL error in: ...cpp:1727, invalid usage, NCCL version 2.19.3"): that one drops the
+# +cuda suffix, so the ranks that failed would read as running another NCCL.
+_VERSION = re.compile(r"(?<!, )\bNCCL version (?P<v>\d+\.\d+[\w.+-]*)")
+_NETWORK = re.compile(r"\bUsing (?:internal )?[Nn]etwork (?P<n>\w+)")
+_GDR = re.compile(r"GPU Direct RDMA (?P<s>Enabled|Disabled)|/GDRDMA\b")
+_DRIVER = re.compile(r"\bcudaDriverVersion (?P<v>\d+)")
+# "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", "Ring 00 : 3[b01000] -> 4[201000] [send] via NET/Socket/0",
+# "... via NET/IB/0/GDRDMA": the transport, without the device index
+_VIA = re.compile(r"\bvia (?P<t>P2P/\w+|SHM(?:/\w+)?|NET/\w+(?:/\d+)?(?:/GDRDMA)?|NVLS|COLLNET\w*)")
+_NOT_ACROSS_NODES = (
+    (re.compile(r"^lo$"), "loopback"),
+    (re.compile(r"^(docker|br-|virbr)"), "bridge"),
+    (re.compile(r"^veth"), "veth"),
+    (re.compile(r"^(cni|flannel|cali|weave|kube|cilium|tunl|vxlan|lxc|genev|tailscale|wg|tun|tap)"), "virtual"),
+)
+
+
+def kind_by_name(name: str, address: str = "") -> str:
+    for pattern, kind in _NOT_ACROSS_NODES:
+        if pattern.search(name):
+            return kind
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return ""
+    if ip.is_loopback:
+        return "loopback address"
+    if ip.is_link_local:
+        return "link-local address"
+    return ""
+
+
+def _host_of(member: str, hosts: dict[str, str]) -> str:
+    return hosts.get(member, member.split(":", 1)[0] if ":" in member else "")
+
+
+def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """({member: {fact: value}}, {member: host})."""
+    facts: dict[str, dict[str, Any]] = {}
+    hosts: dict[str, str] = {}
+    lines: list[str] = []
+
+    def name(host: str, pid: int | None, rank: int | None) -> str:
+        if rank is None and host and pid is not None:
+            rank = scan.pid_rank.get((host, pid))
+        if rank is not None:
+            hosts.setdefault(str(rank), host or scan.rank_host.get(rank, ""))
+            return str(rank)
+        return f"{host}:{pid}" if host and pid is not None else ""
+
+    who_of: dict[str, str] = {}
+    for p in scan.info:
+        member = name(p.host, p.pid, p.rank)
+        if not member:
+            continue
+        f = facts.setdefault(member, {})
+        if (m := _VERSION.search(p.body)):
+            f["nccl.version"] = m.group("v")
+        if (m := _NETWORK.search(p.body)):
+            f["nccl.network"] = m.group("n")
+        if (m := _GDR.search(p.body)):
+            f["nccl.gdr"] = m.group("s") != "Disabled"
+        if (m := _DRIVER.search(p.body)):
+            f["cuda.driver"] = int(m.group("v"))
+        if (m := _VIA.search(p.body)):
+            kind = re.sub(r"/\d+", "", m.group("t"))
+            f["nccl.transports"] = tuple(sorted(set(f.get("nccl.transports", ())) | {kind}))
+            if kind.endswith("/GDRDMA"):
+                f["nccl.gdr"] = True
+        if p.host and p.pid is not None:
+            who_of[f"{p.host}:{p.pid}"] = member
+            lines.append(f"{p.host}:{p.pid}:0 [{p.device or 0}] {p.body}")
+    for sel in parse_nccl_net_log("\n".join(lines)).selections:
+        member = who_of.get(sel.host)
+        if not member:
+            continue
+        f = facts[member]
+        if sel.what in ("bootstrap", "socket", "oob"):
+            f[f"nccl.{sel.what}"] = tuple(i for i, _a in sel.interfaces)
+            f[f"nccl.{sel.what}.addresses"] = tuple(sel.interfaces)
+        elif sel.what == "ib":
+            f["nccl.ib"] = tuple(f"{d}:{p}/{ll}" for d, p, ll in sel.devices)
+    return {m: f for m, f in facts.items() if f}, hosts
+
+
+def address_book(scan: Scan) -> dict[str, str]:
+    """{address: "rank 26 on gpu004"} from the addresses ranks advertised (bootstrap, socket
+    and IB out-of-band lines), so an error naming a peer's address can name the peer."""
+    facts, hosts = members(scan)
+    book: dict[str, str] = {}
+    for member, f in facts.items():
+        host = _host_of(member, hosts)
+        who = (f"rank {member}" if member.isdigit() else f"pid {member.split(':', 1)[-1]}") + \
+            (f" on {host}" if host else "")
+        for key in ("nccl.bootstrap.addresses", "nccl.socket.addresses", "nccl.oob.addresses"):
+            for _ifname, address in f.get(key) or ():
+                if address:
+                    book.setdefault(address, who)
+    return book
+
+
+def _version_fix(hosts: dict[str, str]):
+    def fix(diff: Difference) -> str:
+        odd = diff.outlier_groups()
+        where = fold(h for m in diff.outliers for h in [hosts.get(m) or m])
+        want = diff.reference if diff.reference is not None else (odd[0].value if odd else "")
+        return (f"# on {where}: install the NCCL the other ranks use ({want}): the same pip wheel "
+                f"(nvidia-nccl-cu12) or container image on every node")
+    return fix
+
+
+def rules(hosts: dict[str, str]) -> list[Rule]:
+    return [
+        Rule("nccl.version", "NCCL version", AGREE, Status.FAIL,
+             why="Ranks on different NCCL releases can fail at init or hang: the wire protocol is not "
+                 "guaranteed across versions.", fix=_version_fix(hosts)),
+        Rule("nccl.network", "NCCL network transport", AGREE, Status.WARN,
+             why="Some ranks chose InfiniBand/RoCE and others sockets: the slow ranks set the pace, "
+                 "or the two sides cannot connect.",
+             fix="# on the ranks using {value}: check the HCA (ibstat) or NCCL_IB_DISABLE/NCCL_NET settings"),
+        Rule("nccl.gdr", "GPUDirect RDMA", AGREE, Status.WARN,
+             why="GPUDirect RDMA on for some ranks and off for others: the nvidia-peermem module or the "
+                 "GPU-NIC topology differs between nodes.",
+             fix="# on the nodes without it: lsmod | grep nvidia_peermem; nvidia-smi topo -m"),
+        Rule("cuda.driver", "CUDA driver version", AGREE, Status.WARN,
+             why="Nodes on different drivers behave differently under the same job.",
+             fix="# upgrade the driver on {nodes} to {reference}"),
+    ]
+
+
+def judge(scan: Scan) -> list[Finding]:
+    facts, hosts = members(scan)
+    if not facts:
+        return [Finding(Status.SKIP, "no NCCL setup lines (version, interfaces, transports) in the log: "
+                                     "run with NCCL_DEBUG=INFO to record them")]
+
+    def names(ms) -> str:
+        ms = list(ms)
+        hs = {hosts.get(m) for m in ms if hosts.get(m)}
+        return f"{'rank' if len(ms) == 1 else 'ranks'} {fold(ms)}" + (f" on {fold(hs)}" if hs else "")
+
+    findings = [to_finding(d, noun="rank", names=names) for d in compare(facts, rules(hosts))]
+    findings += _interfaces(facts, hosts, names)
+    summary = _summary(facts)
+    ranks = "rank" if len(facts) == 1 else "ranks"
+    findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} {ranks} read from the log: {summary}",
+                            evidence={"ranks": {m: {k: list(v) if isinstance(v, tuple) else v for k, v in f.items()}
+                                                for m, f in list(facts.items())[:64]}}))
+    return findings
+
+
+def _interfaces(facts, hosts, names) -> list[Finding]:
+    bad: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for member, f in facts.items():
+        for what in ("bootstrap", "socket"):
+            pairs = f.get(f"nccl.{what}.addresses") or ()
+            odd = tuple(f"{i} ({k})" for i, a in pairs for k in [kind_by_name(i, a)] if k)
+            if odd:
+                good = tuple(i for i, a in pairs if not kind_by_name(i, a))
+                bad.setdefault((what, odd, good), []).append(member)
+    out = []
+    for (what, odd, good), ms in bad.items():
+        kinds = ", ".join(odd)
+        where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
+        target = f"on {where}: " if where else ""
+        if good:
+            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(good))}"
+        else:
+            fix = (f"# {target}no interface in NCCL's list reaches another node: run the container with "
+                   f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")
+        status = Status.FAIL if not good else Status.WARN
+        out.append(Finding(status, f"NCCL's {what} on {names(ms)} uses {kinds}", subject=f"nccl.{what}",
+                           explanation="These interfaces exist only inside one host (or are container overlays), "
+                                       "or their address is loopback or link-local: a peer on another node cannot "
+                                       "reach the address NCCL advertises on them, and NCCL stripes traffic over "
+                                       "every interface it lists.",
+                           fix=fix, evidence={"ranks": fold(ms), "interfaces": list(odd), "others": list(good)}))
+    return out
+
+
+def _summary(facts: dict[str, dict[str, Any]]) -> str:
+    parts = []
+    for key, label in (("nccl.version", "NCCL"), ("nccl.network", "network"), ("nccl.socket", "sockets"),
+                       ("nccl.ib", "IB"), ("nccl.gdr", "GDR"), ("nccl.transports", "transports")):
+        values = {v for f in facts.values() if (v := f.get(key)) is not None}
+        if values:
+            shown = sorted({",".join(v) if isinstance(v, tuple) else ("on" if v is True else "off" if v is False else str(v))
+                            for v in values})
+            parts.append(f"{label} {' / '.join(shown[:4])}{' ...' if len(shown) > 4 else ''}")
+    return "; ".join(parts) or "no setup lines"

@@ -1,0 +1,28 @@
+"""What every rank runs after the rendezvous: its address, its mesh listener, its fingerprint,
+then rank 0's sequence (lead.py) or the others' (follow.py). Kept apart from session.py, which
+lead and follow read their shared state from, so that no module imports its own importer."""
+
+from __future__ import annotations
+
+from distdoctor.nccltest import fingerprint, follow, interface, lead, mesh
+from distdoctor.nccltest.session import Rank
+
+
+def execute(rank: Rank) -> int:
+    """The launch phase every rank shares (its address, its mesh listener, its fingerprint),
+    then rank 0's sequence or the others'."""
+    rank.set_phase("launch")
+    if_addrs = rank.host.net_if_addrs()
+    choice = interface.choose(rank.endpoint.addr, if_addrs, interface.route_source(rank.endpoint.addr))
+    try:
+        listener = mesh.Listener(choice.address or "0.0.0.0", rank.rank)
+    except OSError as exc:
+        listener = None
+        rank.log(f"mesh listener could not bind {choice.address}: {exc}")
+    fp = fingerprint.collect(rank.host, rank.ident, choice, rank.torch)
+    fp["mesh_port"] = listener.port if listener else 0
+    fp["route"] = choice.how
+    fp["hostname_addrs"] = list(rank.host.resolve(fp["host"], timeout=2).addresses)
+    if rank.rank == 0:
+        return lead.run(rank, fp, listener, if_addrs)
+    return follow.run(rank, fp, listener)

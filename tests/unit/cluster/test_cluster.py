@@ -1,0 +1,206 @@
+"""The cluster view's logic over synthetic node reports: which node is odd, in what, and the fix."""
+
+import json
+
+import pytest
+
+from distdoctor.crosscheck import nodes as cluster
+from distdoctor.model import Status
+from distdoctor.render import json as json_render
+from tests.harness.reports import fleet, node_report
+from tests.conftest import load_report
+
+
+def _runs(view):
+    return {r.id: r for r in view.report.runs}
+
+
+def _json(view):
+    return load_report(json_render.render(view.report, view.to_dict()))
+
+
+def test_healthy_fleet_has_no_outlier():
+    view = cluster.build(fleet(16))
+    assert view.outliers == [] and view.differences == []
+    assert view.summary == "16 nodes, 0 outliers"
+    assert all(r.status in (Status.OK, Status.SKIP) for r in view.report.runs)
+    doc = _json(view)
+    assert doc["cluster"]["outlier_count"] == 0 and len(doc["nodes"]) == 16
+
+
+def test_gpu_count_outliers_named_folded_with_majority_and_fix():
+    view = cluster.build(fleet(16, gpu007={"gpu.count": 7}, gpu012={"gpu.count": 7}))
+    assert view.outliers == ["gpu007", "gpu012"]
+    assert view.summary == "16 nodes, 2 outliers (gpu[007,012])"
+    run = _runs(view)["cluster.facts-agree"]
+    assert run.status is Status.FAIL
+    (finding,) = run.findings
+    assert finding.summary == "GPU count differs: 7 on gpu[007,012] (the other 14 nodes have 8)"
+    assert finding.fix.startswith("clush -w 'gpu[007,012]' -- nvidia-smi -L\n# then drain gpu[007,012]")
+    doc = _json(view)
+    (diff,) = doc["cluster"]["differences"]
+    assert diff["fact"] == "gpu.count" and diff["outliers"] == "gpu[007,012]" and diff["reference"] == 8
+    assert doc["nodes"]["gpu007"]["outlier_in"] == ["gpu.count"] and doc["nodes"]["gpu001"]["outlier_in"] == []
+
+
+def test_mtu_difference_fix_sets_the_interface_mtu_on_the_odd_node():
+    view = cluster.build(fleet(4, gpu003={"net.if.eth0.mtu": 1500}))
+    (finding,) = _runs(view)["cluster.facts-agree"].findings
+    assert finding.summary.startswith("MTU of eth0 differs: 1500 on gpu003")
+    assert finding.fix == "ssh gpu003 ip link set dev eth0 mtu 9000"
+
+
+def test_an_interface_only_some_nodes_have_is_not_a_difference():
+    view = cluster.build(fleet(4, gpu003={"net.if.docker0.mtu": 1500}))
+    assert view.differences == []
+
+
+def test_nodes_sharing_hostname_and_boot_id_are_one_host_to_nccl():
+    reports = fleet(4)
+    reports["gpu004"]["inventory"].update({"host.name": "gpu003", "host.boot_id": "boot-gpu003",
+                                           "nccl.host_hash": "hash-gpu003"})
+    view = cluster.build(reports)
+    run = _runs(view)["cluster.host-identity"]
+    assert run.status is Status.FAIL
+    summaries = [f.summary for f in run.findings]
+    assert "gpu[003-004] share hostname gpu003" in summaries
+    assert "gpu[003-004] share NCCL host hash hash-gpu003" in summaries
+    assert view.outliers == ["gpu003", "gpu004"]
+
+
+def test_check_failing_on_a_minority_names_those_nodes_with_the_check_to_rerun():
+    view = cluster.build(fleet(8, gpu005={"checks": {"net.link-speed-mtu": "fail"}}))
+    (finding,) = _runs(view)["cluster.check-results"].findings
+    assert finding.status is Status.FAIL
+    assert finding.summary == "result of check net.link-speed-mtu: fail on gpu005 (ok on gpu[001-004,006-008])"
+    assert finding.fix == "ssh gpu005 python3 -m distdoctor check --only net.link-speed-mtu -v"
+
+
+def test_check_failing_on_most_nodes_still_names_the_failing_ones():
+    odd = {f"gpu{i:03d}": {"checks": {"gpu.inventory": "warn"}} for i in range(1, 7)}
+    view = cluster.build(fleet(8, **odd))
+    (finding,) = _runs(view)["cluster.check-results"].findings
+    assert finding.status is Status.WARN
+    assert finding.evidence["outliers"] == "gpu[001-006]"
+
+
+def test_skip_is_not_a_result_to_compare():
+    view = cluster.build(fleet(4, gpu002={"checks": {"gpu.inventory": "skip"}}))
+    assert view.differences == []
+
+
+def test_expectation_wins_over_the_majority():
+    view = cluster.build(fleet(6, gpu001={"gpu.driver": "535.54.03"}), expect={"gpu.driver": "535.54.03"})
+    run = _runs(view)["cluster.expectations"]
+    assert run.status is Status.FAIL
+    assert view.outliers == [f"gpu{i:03d}" for i in range(2, 7)]
+    assert "not the expected 535.54.03" in run.findings[0].summary
+
+
+def test_expectation_with_operator_and_unlimited():
+    view = cluster.build(fleet(3, gpu002={"limits.memlock": 65536}),
+                         expect={"limits.memlock": "unlimited", "nccl.version": ">= 2.18"})
+    assert view.outliers == ["gpu002"]
+    assert [d.key for d in view.differences] == ["limits.memlock"]
+
+
+def test_env_setting_on_some_nodes_only():
+    view = cluster.build(fleet(4, gpu002={"env.NCCL_SOCKET_IFNAME": "eth1"}))
+    (finding,) = _runs(view)["cluster.facts-agree"].findings
+    assert finding.summary == "NCCL_SOCKET_IFNAME differs: eth1 on gpu002 (the other 3 nodes have (absent))"
+
+
+def test_missing_and_garbage_nodes_are_named_and_the_rest_compared():
+    reports = fleet(4, gpu002={"gpu.count": 4})
+    reports["gpu004"] = {"hello": "world"}
+    view = cluster.build(reports, missing=[cluster.Missing("gpu005", "gpu005: no answer within 30 s")])
+    run = _runs(view)["cluster.reports"]
+    assert run.status is Status.FAIL
+    assert [f.summary for f in run.findings] == ["gpu005: no answer within 30 s",
+                                                 "gpu004: output is not a distdoctor report"]
+    assert view.summary == "5 nodes, 2 without a report (gpu[004-005]), 1 outlier (gpu002)"
+    doc = _json(view)
+    assert doc["nodes"]["gpu005"]["status"] == "missing" and doc["cluster"]["answered"] == 3
+
+
+@pytest.mark.parametrize("doc, reason", [
+    ([1, 2], "not a JSON object"),
+    ({"tool": {"name": "other"}, "checks": []}, "output is not a distdoctor report"),
+    (dict(node_report("a"), schema_version="2.0"), "report schema 2.0 is not one this distdoctor reads"),
+    (dict(node_report("a"), command="fleet"), "a 'fleet' report, not a node's 'check' report"),
+])
+def test_not_a_node_report(doc, reason):
+    with pytest.raises(cluster.NotAReport, match=reason.replace("(", r"\(").replace(".", r"\.")):
+        cluster.node_facts(doc)
+
+
+def test_parse_report_reports_broken_json():
+    with pytest.raises(cluster.NotAReport, match="not JSON"):
+        cluster.parse_report('{"schema_version": "1.0", ')
+    with pytest.raises(cluster.NotAReport, match="empty"):
+        cluster.parse_report("  \n")
+    assert cluster.parse_report(json.dumps(node_report("a")))["host"] == "a"
+
+
+def test_report_without_inventory_is_compared_on_check_results_only():
+    reports = fleet(3, gpu003={"checks": {"gpu.inventory": "fail"}})
+    del reports["gpu001"]["inventory"]
+    view = cluster.build(reports)
+    runs = _runs(view)
+    assert runs["cluster.reports"].status is Status.WARN
+    assert "gpu001: report has no inventory" in runs["cluster.reports"].findings[0].summary
+    assert view.outliers == ["gpu003"]
+
+
+def test_prometheus_has_one_series_per_odd_fact_with_a_node_label():
+    from distdoctor.render import prometheus
+
+    view = cluster.build(fleet(3, gpu002={"shm.size": 67108864}),
+                         missing=[cluster.Missing("gpu004", "gpu004: no answer within 30 s")])
+    text = prometheus.render_cluster(view)
+    assert 'distdoctor_node_outlier{node="gpu002",fact="shm.size"} 1' in text
+    assert 'distdoctor_node_up{node="gpu004"} 0' in text and 'distdoctor_node_up{node="gpu001"} 1' in text
+
+
+def test_console_names_odd_nodes_once(tmp_path):
+    from distdoctor.render import console
+
+    view = cluster.build(fleet(12, gpu007={"net.if.eth0.mtu": 1500}))
+    path = tmp_path / "out.txt"
+    with open(path, "w") as fh:
+        console.render_cluster(view, console.make_console(fh, width=100, color=False))
+    text = path.read_text()
+    assert text.startswith("12 nodes, 1 outlier (gpu007)")
+    assert "  gpu007: net.if.eth0.mtu" in text and "gpu001:" not in text
+    assert "$ ssh gpu007 ip link set dev eth0 mtu 9000" in text
+
+
+def test_nodes_on_one_machine_share_boot_and_machine_id_harmlessly_while_nccl_tells_them_apart():
+    reports = fleet(3)
+    for doc in reports.values():
+        doc["inventory"].update({"host.boot_id": "one-kernel", "host.machine_id": "one-image"})
+    assert cluster.build(reports).differences == []
+    reports["gpu003"]["inventory"].update({"host.name": "gpu002", "nccl.host_hash": "hash-gpu002"})
+    keys = {d.key for d in cluster.build(reports).differences}
+    assert keys == {"host.name", "host.boot_id", "host.machine_id", "nccl.host_hash"}
+
+
+def test_a_tie_has_no_reference_and_no_command_is_built_from_one():
+    """Two nodes, two /dev/shm sizes: there is no majority to set, and `mount -o
+    remount,size=(unset)` was once printed. The fix says what to make the same instead."""
+    view = cluster.build({"gpu001": node_report("gpu001"),
+                          "gpu002": node_report("gpu002", inventory={"shm.size": 1 << 30})})
+    (finding,) = [f for f in view.findings if f.subject == "shm.size"]
+    commands = [line for line in finding.fix.splitlines() if not line.startswith("#")]
+    assert commands == [] and "(unset)" not in finding.fix, finding.fix
+    assert finding.fix.startswith("# make /dev/shm size the same on gpu[001-002]")
+
+
+def test_every_node_rule_command_runs_as_printed_on_its_node():
+    """The `run=` commands are what ssh or clush hands a node's shell: each lints clean there."""
+    from distdoctor import fixlint
+
+    commands = [r.run for r in cluster.NODE_RULES if isinstance(r.run, str) and r.run]
+    assert len(commands) >= 8
+    for command in commands:
+        assert fixlint.lint(command.replace("{reference}", "68719476736"), on_node=True) == [], command

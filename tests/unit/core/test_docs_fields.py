@@ -1,0 +1,113 @@
+"""Every JSON field the docs name exists: in the published schema, or as a key the code writes.
+(docs once named `fingerprint.nccl_prediction`, a function, as a field of the report.)"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import os
+import re
+
+from tests.conftest import REPO
+
+# Names that begin a path into a JSON report: its objects and arrays (singular too).
+CONTAINERS = {"context", "summary", "tool", "checks", "check", "findings", "finding", "evidence", "nccl_test",
+              "fingerprints", "fingerprint", "rendezvous", "mesh", "inventory", "cluster", "bench"}
+
+
+def _schema_keys() -> set[str]:
+    with open(os.path.join(REPO, "docs", "report.schema.json")) as fh:
+        schema = json.load(fh)
+    keys: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            keys.update(node.get("properties", {}))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(schema)
+    return keys
+
+
+def _code_keys() -> set[str]:
+    """String constants in the code that could be keys (docstrings are prose, not keys)."""
+    keys: set[str] = set()
+    files = glob.glob(os.path.join(REPO, "distdoctor", "**", "*.py"), recursive=True)
+    files += glob.glob(os.path.join(REPO, "checks", "*.py"))
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                keys.update(re.findall(r"[a-z_][a-z0-9_]*", node.value))
+    return keys
+
+
+def _docs() -> dict[str, str]:
+    paths = glob.glob(os.path.join(REPO, "docs", "*.md")) + [os.path.join(REPO, "README.md")]
+    return {os.path.relpath(p, REPO): open(p, encoding="utf-8").read() for p in paths}
+
+
+def test_json_paths_named_in_the_docs_exist():
+    known = _schema_keys() | _code_keys()
+    wrong = []
+    for name, text in _docs().items():
+        for path in re.findall(r"`([a-z][a-z0-9_]*(?:\[\])?(?:\.[a-z_][a-z0-9_]*(?:\[\])?)+)`", text):
+            parts = [p.removesuffix("[]") for p in path.split(".")]
+            if parts[0] not in CONTAINERS:
+                continue
+            missing = [p for p in parts[1:] if p not in known]
+            if missing:
+                wrong.append(f"{name}: `{path}` names {', '.join(missing)}, which no report has")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_keys_in_the_docs_json_examples_exist():
+    known = _schema_keys() | _code_keys()
+    wrong = []
+    for name, text in _docs().items():
+        for block in re.findall(r"```json\n(.*?)```", text, re.S):
+            values = set(re.findall(r':\s*"([^"]*)"', block))
+            for key in re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:', block):
+                # a key the example also shows as a value is data (a node's name), not a field
+                if key not in known and key not in values:
+                    wrong.append(f"{name}: JSON example has a key {key!r} that no report has")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checker_catches_the_field_that_was_invented():
+    assert "nccl_prediction" not in _schema_keys() | _code_keys()
+
+
+def test_readme_has_two_commands_and_ci_runs_the_second():
+    readme = _docs()["README.md"]
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```console\n(.*?)\n```", quick_start, re.S)
+    assert len(commands) == 2, commands
+    assert commands[0] == "python3 -m pip install . && python3 -m distdoctor check"
+    with open(os.path.join(REPO, ".ci", "run")) as fh:
+        ci = [line for line in fh.read().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    # The README's command first (CI also prints the slowest tests), then what is not a test of
+    # behaviour: the type hints and fresh-venv installs.
+    assert ci[0] == commands[1].replace("pip install -e", "pip install -q -e") + " --durations=25"
+    assert ci[1:] == ["python3 -m mypy", "python3 -m pytest -q -p no:cacheprovider .ci/test_layouts.py"]
+    assert "ruff check" in commands[1].split("pytest")[0]  # lint runs before the tests
+
+
+def test_docs_show_the_schema_version_the_code_writes():
+    """README and report-format.md once showed "1.0" after the inventory made reports 1.1."""
+    from distdoctor.render.json import SCHEMA_VERSION
+
+    for name, text in _docs().items():
+        for shown in re.findall(r'"schema_version": "([0-9.]+)"', text):
+            assert shown == SCHEMA_VERSION, (name, shown)
+        for shown in re.findall(r'now `"([0-9.]+)"`', text):
+            assert shown == SCHEMA_VERSION, (name, shown)

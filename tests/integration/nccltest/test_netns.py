@@ -82,6 +82,29 @@ def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
     assert (fps[1]["host"], fps[1]["interface"], fps[1]["address"]) == ("nodeb", "ens5", f"{SUBNET}.2")
 
 
+def test_the_interface_fix_applied_as_printed_clears_its_warning(hosts, monkeypatch):
+    """Nodes reach rank 0 through eth0 and ens5: the printed NCCL_SOCKET_IFNAME, exported by bash
+    on both ranks exactly as printed, makes the warning go away on the re-run."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared, env_after
+
+    # Two full runs back to back on a shared 2-core machine: more room than the 9 s of one run.
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 25)
+
+    gloo_a, gloo_b = {"GLOO_SOCKET_IFNAME": "eth0"}, {"GLOO_SOCKET_IFNAME": "ens5"}
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a=gloo_a, env_b=gloo_b)
+    assert (rc0, rc1) == (0, 0), (err0, err1, doc["checks"])
+    [iface] = [f for f in checks(doc)["nccl-test.cross-rank"]["findings"] if f["subject"] == "interface"]
+    assert iface["status"] == "warn" and iface["fix"].startswith("export NCCL_SOCKET_IFNAME=")
+    applied = {k: v for k, v in env_after(iface["fix"], {}).items() if k.startswith("NCCL_")}
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, env_a={**gloo_a, **applied}, env_b={**gloo_b, **applied})
+    failed = [f"{c['id']}: {c['findings']}" for c in again["checks"] if c["status"] != "ok"]
+    assert (rc0, rc1) == (0, 0), "\n".join([err0, err1, *failed])
+    assert_cleared(doc, again, [iface["fix"]])
+    assert statuses(again)["nccl-test.cross-rank"] == "ok", checks(again)["nccl-test.cross-rank"]
+
+
 def test_drop_on_ephemeral_ports_shows_in_the_mesh(hosts):
     """Node b drops new connections to ports 32768-60999 (NCCL's and gloo's random ports) but not
     the rendezvous port: the mesh names the blocked direction before any collective hangs."""

@@ -38,15 +38,19 @@ def hosts():
         yield ns
 
 
-def on(ns: Namespaces, short: str, hostname: str) -> list[str]:
+def on(ns: Namespaces, short: str, hostname: str, hosts_file: str = "") -> list[str]:
+    """Run in namespace `short` as host `hostname`; with hosts_file, that file is its /etc/hosts
+    (bind-mounted in the mount namespace `ip netns exec` makes, so only this host sees it)."""
+    mount = f"mount --bind {hosts_file} /etc/hosts && " if hosts_file else ""
     return ["ip", "netns", "exec", ns.name(short), "unshare", "--uts", "sh", "-c",
-            f'hostname {hostname} && exec "$@"', "sh"]
+            f'hostname {hostname} && {mount}exec "$@"', "sh"]
 
 
-def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True):
+def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True, hosts_files=None):
     """Run rank 0 in a and rank 1 in b; (rc0, report0, stderr0), (rc1, stderr1), wall seconds."""
-    prefix_a = on(ns, "a", "nodea") if uts else ["ip", "netns", "exec", ns.name("a")]
-    prefix_b = on(ns, "b", "nodeb") if uts else ["ip", "netns", "exec", ns.name("b")]
+    files = hosts_files or {}
+    prefix_a = on(ns, "a", "nodea", files.get("a", "")) if uts else ["ip", "netns", "exec", ns.name("a")]
+    prefix_b = on(ns, "b", "nodeb", files.get("b", "")) if uts else ["ip", "netns", "exec", ns.name("b")]
     common = ["--timeout", str(TIMEOUT), *args]
     with Ranks() as ranks:
         ranks.start([*common, "--json"], rank_env(0, 2, PORT, addr, **(env_a or {})), prefix_a)
@@ -171,6 +175,37 @@ def test_gloo_on_a_hostname_that_resolves_to_loopback_is_caught_before_it_hangs(
     assert init["findings"][-1]["fix"] == ("# export GLOO_SOCKET_IFNAME per node, before launching:\n"
                                            f"# on vm ({SUBNET}.1): export GLOO_SOCKET_IFNAME=eth0\n"
                                            f"# on vm ({SUBNET}.2): export GLOO_SOCKET_IFNAME=ens5")
+
+
+def test_a_hostname_on_loopback_is_named_on_its_node_and_its_hosts_fix_clears_it(hosts, tmp_path, monkeypatch):
+    """Debian's `127.0.1.1 nodeb` in nodeb's own /etc/hosts (nodea's maps nodeb correctly): the
+    finding names nodeb and the line, and the fix printed for nodeb, run there as printed,
+    makes the re-run pass with no finding and no GLOO_SOCKET_IFNAME."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared
+
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 25)
+    files = {"a": tmp_path / "hosts-a", "b": tmp_path / "hosts-b"}
+    files["a"].write_text(f"127.0.0.1\tlocalhost\n{SUBNET}.1\tnodea\n{SUBNET}.2\tnodeb\n")
+    files["b"].write_text(f"127.0.0.1\tlocalhost\n127.0.1.1\tnodeb\n{SUBNET}.1\tnodea\n\n"
+                          "::1     localhost ip6-localhost ip6-loopback\n")
+    paths = {k: str(v) for k, v in files.items()}
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, hosts_files=paths)
+    assert rc0 == 1, (err0, err1)
+    init = checks(doc)["nccl-test.init"]
+    [finding] = [f for f in init["findings"] if f["status"] == "fail"]
+    assert "rank 1: the hostname resolves to the loopback on nodeb" in finding["summary"], finding
+    assert "(nodeb: /etc/hosts line 2: 127.0.1.1 nodeb)" in finding["summary"], finding["summary"]
+    fix = finding["fix"]
+    assert "GLOO_SOCKET_IFNAME" in fix  # what works meanwhile
+    block = fix.split("# as root on nodeb:", 1)[1].split("\n", 1)[1]
+    # The block for nodeb, run as printed in nodeb's namespace, on nodeb's own /etc/hosts.
+    hosts.run("b", ["sh", "-c", f'mount --bind {paths["b"]} /etc/hosts && exec bash -c "$0"', block])
+    assert f"{SUBNET}.2\tnodeb" in files["b"].read_text() and "127.0.1.1" not in files["b"].read_text()
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, hosts_files=paths)
+    assert (rc0, rc1) == (0, 0), (err0, err1, [c for c in again["checks"] if c["status"] != "ok"])
+    assert_cleared(doc, again, [fix])
 
 
 def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):

@@ -26,6 +26,10 @@ def execute(rank: Rank) -> int:
     fp["mesh_port"] = listener.port if listener else 0
     fp["route"] = choice.how
     fp["hostname_addrs"] = list(rank.host.resolve(fp["host"], timeout=2).addresses)
+    try:  # the MTU of the interface toward rank 0: what a path MTU finding tells to change
+        fp["mtu"] = int((rank.host.net_if_stats().get(str(fp.get("interface") or "")) or {}).get("mtu") or 0)
+    except (OSError, ValueError, TypeError):
+        fp["mtu"] = 0
     if fp["hostname_addrs"] and all(a.startswith("127.") or a == "::1" for a in fp["hostname_addrs"]):
         fp["hosts_lines"] = _loopback_hosts_lines(rank.host, fp["host"])
     if rank.rank == 0:

@@ -53,7 +53,7 @@ def lab():
         ns.run("ctr", ["ip", "route", "add", "default", "via", f"{NAT}.1"])
         ns.run("node", ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         ruleset = ("table ip qanat {\n chain post {\n  type nat hook postrouting priority 100;\n"
-                   f"  ip saddr {NAT}.0/24 oifname 'eth0' masquerade\n }}\n}}\n")
+                   f"  ip saddr {NAT}.0/24 oifname \"eth0\" masquerade\n }}\n}}\n")
         ns.run("node", ["nft", "-f", "-"], input=ruleset)
         yield ns
 

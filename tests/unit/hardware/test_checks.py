@@ -182,6 +182,11 @@ def test_nvlink_counters():
 def test_no_nvlink_skips():
     text = "GPU 0: NVIDIA A10 (UUID: GPU-a)\n"
     assert statuses(run_check(gpuhealth.nvlink, node(q(H100), nvlink_s=text))) == [Status.SKIP]
+    # a PCIe card without its bridge lists every link <inactive>: not a fault unless the site expects links
+    bridgeless = "GPU 0: NVIDIA A100-PCIE-40GB (UUID: GPU-a)\n" + "".join(f"\t Link {i}: <inactive>\n" for i in range(12))
+    host = node(q(H100), nvlink_s=bridgeless)
+    assert statuses(run_check(gpuhealth.nvlink, host)) == [Status.SKIP]
+    assert statuses(run_check(gpuhealth.nvlink, host, {"expected_links": 12})) == [Status.FAIL]
 
 
 # --- PCIe ------------------------------------------------------------------------------------

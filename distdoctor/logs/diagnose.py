@@ -11,6 +11,7 @@ exception or signal is still named. Pure: a Scan in, findings out.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -131,6 +132,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     if roots:
         primary = roots[0]
         first = primary.first
+        if first.rank is None and (report := outcome.launcher_report(scan, first)) is not None:
+            first = dataclasses.replace(first, rank=report[0], host=first.host or report[1])
         folded = [c for c in consequences if _explains(primary, c)]
         findings.append(_root_finding(primary, first, folded, _peer_note(first, book)))
         for other in roots[1:]:

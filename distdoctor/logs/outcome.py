@@ -120,6 +120,19 @@ def _rank_of(e, one_host: bool):
     return None
 
 
+def launcher_report(scan, event):
+    """The rank and host a launcher's exit report gives for a line that names neither (a
+    slurmstepd OOM line, then `srun: error: node: task 4: Out Of Memory`): the first report with
+    a rank in the same input, at or after the line. None when there is none."""
+    for e in sorted(scan.exits, key=lambda e: e.order):
+        if e.index == event.index and e.order >= event.order and e.signature.weight == "exit":
+            fields = e.fields or {}
+            rank = e.rank if e.rank is not None else (int(fields["rank"]) if fields.get("rank", "").isdigit() else None)
+            if rank is not None:
+                return rank, e.host or fields.get("host", "")
+    return None
+
+
 def failed_finding(scan) -> Finding | None:
     """"Failed, cause not in the catalogue", quoting the decisive lines, or None when the log
     shows no failure at all (nor anything worse than a lone NCCL WARN)."""

@@ -35,6 +35,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # horovodrun: `Fri Sep 25 16:52:53 2020[0]<stderr>:`
     ("horovodrun", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                               r"\[(?P<rank>\d+)\]<(?:stdout|stderr)>:[ \t]?")),
+    # UCX `[host:pid:thread:tid] ` and Open MPI `[host:pid] `
+    ("hostpid", re.compile(r"\[(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+)(?: ?:\d+:\d+)?\][ \t]*")),
+    # MPICH's `mpiexec -l`: `[1]text` (no space; NCCL's `[0] ` device tag has one)
+    ("hydra", re.compile(r"\[(?P<rank>\d{1,6})\](?=[^\s<\d])")),
     # Ray and vLLM workers: `(pid=81332)`, `(RayWorkerWrapper pid=92234, ip=172.19.24.110)`,
     # `(VllmWorker rank=0 pid=496819)`, `(raylet)`, `(raylet, ip=10.0.0.2)`
     ("ray", re.compile(r"\((?:[\w.-]+(?: rank=(?P<rank>\d+))? )?pid=(?P<pid>\d+)"
@@ -112,7 +116,7 @@ def split(line: str) -> Prefixed:
                 continue
             if name == "quote":
                 pass
-            elif name in ("mpi", "srun", "horovodrun"):
+            elif name in ("mpi", "srun", "horovodrun", "hydra"):
                 if label is None:
                     label = int(m.group("rank"))
             elif name == "ray":
@@ -120,6 +124,9 @@ def split(line: str) -> Prefixed:
                 host = host or m.group("ip") or m.group("ip2") or ""
                 if m.group("rank") is not None and rank is None:
                     rank = int(m.group("rank"))
+            elif name == "hostpid":
+                host = host or m.group("host")
+                pid = int(m.group("pid"))
             elif name in ("stream", "compose"):
                 host = host or m.group("host")
             elif name in ("pylevel", "tflog"):

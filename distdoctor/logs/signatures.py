@@ -58,14 +58,15 @@ _PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0
 # An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what may go into a command.
 _SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
-# `peer` with the address the message names (peer_address), and `port` from a pattern's
-# (?P<port>...) group: the TCP port it names. Each: (an example value, for checking the
+# `peer` with the address the message names (peer_address), `port` from a pattern's
+# (?P<port>...) group (the TCP port it names) and `job` from a (?P<job>...) group. Each: (an example value, for checking the
 # catalogue's fixes; what it is, in words; its stand-in when the log does not name it).
 PLACEHOLDERS = {
     "host": ("gpu042", "the node", "THAT_NODE"),
     "rank": ("17", "the rank", "RANK"),
     "peer": ("10.0.0.4", "the address", "THE_ADDRESS_IN_THE_MESSAGE"),
     "port": ("29500", "the port", "THE_PORT_IN_THE_MESSAGE"),
+    "job": ("3756240", "the job id", "THE_JOB_ID"),
 }
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
@@ -123,6 +124,9 @@ class Signature:
         port = self.field(line, "port")
         if port.isdigit() and 0 < int(port) < 65536:
             values["port"] = str(int(port))
+        job = self.field(line, "job")
+        if job.isdigit():
+            values["job"] = job
         return tuple(fix_line.format_map(values) for fix_line in self.fix)
 
     def field(self, line: str, name: str) -> str:

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from distdoctor.crosscheck.engine import fold
-from distdoctor.logs import outcome, signatures
+from distdoctor.logs import outcome, roster, signatures
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
@@ -182,6 +182,11 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
                 fix=quiet[1], evidence=quiet[2]))
         else:
             findings.append(Finding(Status.OK, "no failure signature in the log"))
+    ranks = roster.judge(scan)
+    if ranks and findings and findings[0].status == Status.OK:
+        findings = ranks  # no error, but not every rank started (or one started twice): never clean
+    else:
+        findings.extend(ranks)
     for g in infos:
         e = g.first
         findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {plural(g.count, 'line')})", subject=g.signature.id,

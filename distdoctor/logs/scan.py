@@ -29,7 +29,7 @@ from distdoctor.logs.reader import Block
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
                  "IP Interfaces", "cudaDev", "INFO rank ", "via P2P", "via SHM", "via NET/", "via NVLS",
-                 "via COLLNET")
+                 "via COLLNET", "GLOBAL_RANK: ", "Completed store-based barrier")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 # Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature

@@ -67,3 +67,33 @@ def test_a_healthy_log_stays_clean(tmp_path, text):
 def test_a_broken_marker_table_is_refused_by_name(text, problem):
     with pytest.raises(outcome.MarkerError, match=problem):
         outcome.parse(text)
+
+
+@pytest.mark.parametrize("text, subject, status", [
+    # Lightning's rank announcements: half the world never started, no error anywhere
+    ("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in (1, 2, 0, 3)),
+     "missing-ranks", Status.WARN),
+    # every rank announced twice, word for word: two launches gave out the same numbers
+    ("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" * 2 for r in range(4)),
+     "duplicate-ranks", Status.FAIL),
+    # the same rank from two processes in one NCCL communicator
+    ("a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n"
+     "b:2:2 [0] NCCL INFO comm 0x2 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n",
+     "duplicate-ranks", Status.FAIL),
+])
+def test_missing_and_duplicated_ranks_are_never_clean(tmp_path, text, subject, status):
+    lead = _lead(tmp_path, text)
+    assert (lead.subject, lead.status) == (subject, status), lead.summary
+
+
+def test_one_process_logging_its_rank_through_two_loggers_is_not_a_duplicate(tmp_path):
+    text = "".join(f"INFO: Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n"
+                   f"I0411 01:28:10.345892 1406 distributed.py:244] Initializing distributed: GLOBAL_RANK: {r}, "
+                   f"MEMBER: {r + 1}/2\n" for r in range(2))
+    assert _lead(tmp_path, text).status == Status.OK
+
+
+def test_every_rank_of_a_communicator_seen_is_clean(tmp_path):
+    text = "".join(f"h:{r}:{r} [{r}] NCCL INFO comm 0x{r} rank {r} nranks 2 cudaDev {r} busId {r}000 commId 0xab - "
+                   f"Init COMPLETE\n" for r in range(2))
+    assert _lead(tmp_path, text).status == Status.OK

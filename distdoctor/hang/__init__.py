@@ -1,0 +1,13 @@
+"""`distdoctor hang`: a running job is stuck; which rank, on which host, doing what.
+
+    discovery.py   the rank processes of the jobs on this node (/proc/<pid>/environ)
+    procstate.py   each rank's state from /proc: R/S/D, wchan, threads, CPU over a short window
+    stacks.py      each rank's Python stacks through py-spy, non-blocking
+    ptrace.py      whether this process may read other processes' memory at all
+    grouping.py    ranks grouped by stack: the wave and the outliers
+    collect.py     one node's snapshot (the part that runs on every node)
+    verdict.py     snapshots to findings
+
+Everything here reads; nothing stops, signals or slows a rank beyond what py-spy's non-blocking
+dump costs (it reads the process's memory while the process runs).
+"""

@@ -1,0 +1,76 @@
+"""One node's snapshot of its ranks: who they are, their state, their stacks, their Flight
+Recorder traces. The part that runs on every node (under srun for --job); the verdict is drawn
+from the snapshots of all nodes (verdict.py). A snapshot is plain JSON.
+
+Bounded: every rank is read on its own daemon thread, py-spy runs under its own timeout, and
+the whole collection under `budget`; a rank not done by then is reported as such.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from distdoctor.hang import discovery, procstate, ptrace, stacks
+
+CPU_WINDOW = 0.5  # seconds between the two CPU samples
+SNAPSHOT_VERSION = 1
+
+
+def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: bool, dump_timeout: float,
+               before: procstate.Stat | None, started: float, out: dict) -> None:
+    dump = stacks.dump(host, rank.pid, pyspy, native=native, timeout=dump_timeout) if rank.python else \
+        stacks.StackDump(rank.pid, error="not python", detail=f"{' '.join(rank.cmdline[:2]) or 'the process'} "
+                                                              f"is not a Python interpreter")
+    wait = CPU_WINDOW - (time.monotonic() - started)
+    if wait > 0:
+        host.sleep(wait)
+    after = procstate.read_stat(host, rank.pid)
+    if after is not None and after.start_ticks != rank.start_ticks:
+        after = None  # the pid was reused by another process
+    out["stack"] = dump.to_dict()
+    out["state"] = {
+        "alive": after is not None and after.state not in ("Z", "X"),
+        "state": after.state if after else "",
+        "wchan": procstate.read_wchan(host, rank.pid) if after else "",
+        "threads": after.threads if after else 0,
+        "cpu_percent": procstate.cpu_percent(before, after, max(CPU_WINDOW, time.monotonic() - started)),
+    }
+
+
+def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
+             budget: float = 8.0) -> dict[str, Any]:
+    started = time.monotonic()
+    found = discovery.discover(host, pids=pids, job=job)
+    permission = ptrace.check(host, [r.pid for r in found.ranks])
+    pyspy = stacks.find_pyspy(host)
+    dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))
+    results: dict[int, dict] = {r.pid: {} for r in found.ranks}
+    threads = []
+    t0 = time.monotonic()
+    for rank in found.ranks:
+        before = procstate.read_stat(host, rank.pid)
+        thread = threading.Thread(target=_read_rank, daemon=True, name=f"hang pid {rank.pid}",
+                                  args=(host, rank, pyspy, native, dump_timeout, before, t0, results[rank.pid]))
+        thread.start()
+        threads.append(thread)
+    deadline = started + budget
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    ranks = []
+    for rank in found.ranks:
+        got = dict(results[rank.pid])  # a copy: a late thread must not change what is reported
+        entry: dict[str, Any] = {"process": rank.to_dict()}
+        entry["stack"] = got.get("stack") or stacks.StackDump(
+            rank.pid, error="timeout", detail=f"not read within the node's bound of {budget:g} s").to_dict()
+        entry["state"] = got.get("state") or {"alive": True, "state": "", "wchan": "", "threads": 0, "cpu_percent": None}
+        ranks.append(entry)
+    doc: dict[str, Any] = {
+        "hang_snapshot": SNAPSHOT_VERSION, "node": host.hostname(), "ranks": ranks,
+        "problems": list(found.problems), "unreadable": found.unreadable,
+        "ptrace": {"allowed": permission.allowed, "why": permission.why, "fix": permission.fix},
+        "pyspy": pyspy or "", "duration": 0.0,
+    }
+    doc["duration"] = round(time.monotonic() - started, 3)
+    return doc

@@ -8,10 +8,10 @@ the whole collection under `budget`; a rank not done by then is reported as such
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
+from distdoctor import bounded
 from distdoctor.hang import discovery, procstate, ptrace, stacks
 
 CPU_WINDOW = 0.5  # seconds between the two CPU samples
@@ -19,7 +19,7 @@ SNAPSHOT_VERSION = 1
 
 
 def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: bool, dump_timeout: float,
-               before: procstate.Stat | None, started: float, out: dict) -> None:
+               before: procstate.Stat | None, started: float) -> dict:
     dump = stacks.dump(host, rank.pid, pyspy, native=native, timeout=dump_timeout) if rank.python else \
         stacks.StackDump(rank.pid, error="not python", detail=f"{' '.join(rank.cmdline[:2]) or 'the process'} "
                                                               f"is not a Python interpreter")
@@ -29,14 +29,13 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
     after = procstate.read_stat(host, rank.pid)
     if after is not None and after.start_ticks != rank.start_ticks:
         after = None  # the pid was reused by another process
-    out["stack"] = dump.to_dict()
-    out["state"] = {
+    return {"stack": dump.to_dict(), "state": {
         "alive": after is not None and after.state not in ("Z", "X"),
         "state": after.state if after else "",
         "wchan": procstate.read_wchan(host, rank.pid) if after else "",
         "threads": after.threads if after else 0,
         "cpu_percent": procstate.cpu_percent(before, after, max(CPU_WINDOW, time.monotonic() - started)),
-    }
+    }}
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
@@ -46,21 +45,22 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
     permission = ptrace.check(host, [r.pid for r in found.ranks])
     pyspy = stacks.find_pyspy(host)
     dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))
-    results: dict[int, dict] = {r.pid: {} for r in found.ranks}
-    threads = []
+    pending = {}
     t0 = time.monotonic()
     for rank in found.ranks:
         before = procstate.read_stat(host, rank.pid)
-        thread = threading.Thread(target=_read_rank, daemon=True, name=f"hang pid {rank.pid}",
-                                  args=(host, rank, pyspy, native, dump_timeout, before, t0, results[rank.pid]))
-        thread.start()
-        threads.append(thread)
+        pending[rank.pid] = bounded.start(
+            lambda rank=rank, before=before: _read_rank(host, rank, pyspy, native, dump_timeout, before, t0),
+            name=f"hang pid {rank.pid}")
     deadline = started + budget
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
     ranks = []
     for rank in found.ranks:
-        got = dict(results[rank.pid])  # a copy: a late thread must not change what is reported
+        try:
+            got = pending[rank.pid].wait(deadline - time.monotonic())
+        except Exception as exc:  # noqa: BLE001 -- a bug reading one rank must not lose the others
+            got = {"stack": stacks.StackDump(rank.pid, error="failed", detail=f"{type(exc).__name__}: {exc}").to_dict()}
+        if isinstance(got, bounded.TimedOut):
+            got = {}
         entry: dict[str, Any] = {"process": rank.to_dict()}
         entry["stack"] = got.get("stack") or stacks.StackDump(
             rank.pid, error="timeout", detail=f"not read within the node's bound of {budget:g} s").to_dict()

@@ -4,6 +4,8 @@
     procstate.py   each rank's state from /proc: R/S/D, wchan, threads, CPU over a short window
     stacks.py      each rank's Python stacks through py-spy, non-blocking
     ptrace.py      whether this process may read other processes' memory at all
+    flightrec.py   torch Flight Recorder dumps: a restricted unpickler and the JSON form
+    frmatch.py     Flight Recorder traces across ranks: the first collective not every rank entered, desyncs
     grouping.py    ranks grouped by stack: the wave and the outliers
     collect.py     one node's snapshot (the part that runs on every node)
     verdict.py     snapshots to findings

@@ -72,5 +72,9 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
         "ptrace": {"allowed": permission.allowed, "why": permission.why, "fix": permission.fix},
         "pyspy": pyspy or "", "duration": 0.0,
     }
+    if found.ranks:
+        from distdoctor.hang import flightrec
+
+        doc["flight_recorder"] = flightrec.collect(host, found.ranks)
     doc["duration"] = round(time.monotonic() - started, 3)
     return doc

@@ -233,6 +233,94 @@ def state_run(ranks: list[Rank], here: str) -> CheckRun:
     return _run("hang.process-state", "The ranks' process state", findings)
 
 
+def _who(ranks_by_number: dict[int, Rank], numbers: list[int], limit: int = 8) -> str:
+    """`rank 1 on n1 (pid 4411)`, or `ranks 1,5 (rank 1 on n1 (pid 4411), ...)`."""
+    named = [ranks_by_number[n].process.where() if n in ranks_by_number else f"rank {n}" for n in numbers[:limit]]
+    more = f" and {len(numbers) - limit} more" if len(numbers) > limit else ""
+    return ", ".join(named) + more
+
+
+def fr_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> CheckRun | None:
+    from distdoctor.hang import frmatch
+
+    title = "Flight Recorder: the collectives every rank entered"
+    reads = []  # (rank, its dump record)
+    for snap in snapshots:
+        fr = snap.get("flight_recorder") or {}
+        for r in ranks:
+            if r.node == snap.get("node") and str(r.process.pid) in fr:
+                reads.append((r, fr[str(r.process.pid)]))
+    if not reads:
+        return None
+    findings = []
+    if not any(d.get("enabled") or d.get("status") not in ("disabled",) for _r, d in reads):
+        return _run("hang.flight-recorder", title, [Finding(
+            Status.SKIP, "the Flight Recorder is not enabled in the job (TORCH_FR_BUFFER_SIZE unset)",
+            explanation="With it, torch records each rank's collectives; the ranks missing from the first unmatched "
+                        "one are then named. Enable it for the next run.",
+            fix="export TORCH_FR_BUFFER_SIZE=2000")])
+    traces: dict[int, dict] = {}
+    by_number = {r.process.rank: r for r in ranks if r.process.rank is not None}
+    missing_dumps = []
+    for r, d in reads:
+        status = d.get("status")
+        if status == "ok" and r.process.rank is not None:
+            traces[r.process.rank] = d
+        elif status == "missing":
+            missing_dumps.append((r, d))
+        elif status in ("stale", "huge", "unreadable", "bad", "foreign"):
+            findings.append(Finding(Status.WARN, f"{r.process.where()}: Flight Recorder dump {d.get('path')} not used: "
+                                                 f"{d.get('detail')}", subject=f"rank {r.process.rank}",
+                                    evidence={"path": d.get("path"), "status": status}))
+    if missing_dumps:
+        r0, d0 = missing_dumps[0]
+        pipes = [(r, d) for r, d in missing_dumps if d.get("pipe")]
+        if pipes:
+            # torch dumps, without stopping the job, when a byte is written to <prefix><rank>.pipe
+            fix = "\n".join(_on(here, r.process.host, shlex.join(
+                ["sh", "-c", "echo 1 > " + shlex.quote(f"{d['pipe']}{r.process.rank}.pipe")])) for r, d in pipes[:8])
+        else:
+            fix = remote.comment("torch writes the dump when a collective times out (the NCCL watchdog), or the job "
+                                 "dumps it from its own handler (torch._C._distributed_c10d._dump_fr_trace)")
+        findings.append(Finding(Status.SKIP if not traces else Status.WARN,
+                                f"no Flight Recorder dump yet for {plural(len(missing_dumps), 'rank')} "
+                                f"(e.g. {d0.get('path')})", subject=f"rank {r0.process.rank}", fix=fix,
+                                evidence={"paths": [d.get("path") for _r, d in missing_dumps[:16]]}))
+    if len(traces) >= 2:
+        m = frmatch.match(traces)
+        for u in m.unmatched:
+            op = f" ({u.op})" if u.op else ""
+            findings.append(Finding(
+                Status.FAIL, f"collective #{u.seq}{op} of process group {u.pg} was entered by "
+                             f"{plural(len(u.entered), 'rank')} but not by {_who(by_number, u.missing)}",
+                subject=f"pg {u.pg} seq {u.seq}",
+                explanation=("The first collective not every rank entered: the ranks named never called it; "
+                             "the others wait in it. Their Python frames are under hang.wave."),
+                fix="\n".join(_on(here, by_number[n].process.host, pyspy_line(str(by_number[n].state.get("pyspy") or
+                                                                                  "py-spy"), by_number[n].process.pid))
+                              for n in u.missing[:4] if n in by_number) or remote.comment("read the ranks' stacks"),
+                evidence={"pg": u.pg, "seq": u.seq, "op": u.op, "entered": u.entered, "missing": u.missing,
+                          "missing_last": {str(k): v for k, v in u.missing_last.items()}}))
+        for dsc in m.desyncs:
+            major_op, major_sizes = dsc.majority
+            for (op, sizes), odd in dsc.odd.items():
+                findings.append(Finding(
+                    Status.FAIL, f"desync at collective #{dsc.seq} of process group {dsc.pg}: {_who(by_number, odd)} "
+                                 f"ran {op} {sizes} where {plural(len(dsc.majority_ranks), 'rank')} ran "
+                                 f"{major_op} {major_sizes}", subject=f"pg {dsc.pg} seq {dsc.seq}",
+                    explanation="Ranks that enter different collectives (or the same one with different sizes) under "
+                                "one sequence number wait for each other forever, or corrupt each other's data.",
+                    evidence={"pg": dsc.pg, "seq": dsc.seq, "odd": odd, "majority": dsc.majority_ranks,
+                              "odd_op": op, "majority_op": major_op}))
+        if not m.unmatched and not m.desyncs:
+            findings.append(Finding(Status.OK, f"the {plural(len(traces), 'rank')} with a dump entered the same "
+                                               f"collectives, in the same order (last common: "
+                                               f"{', '.join(f'pg {k} #{v}' for k, v in sorted(m.last_common.items()))})"))
+    elif traces and not findings:
+        findings.append(Finding(Status.SKIP, "a Flight Recorder dump of one rank only: nothing to match it with"))
+    return _run("hang.flight-recorder", title, findings)
+
+
 def nodes_run(missing: Sequence[tuple[str, str, str]]) -> CheckRun | None:
     if not missing:
         return None
@@ -253,4 +341,7 @@ def runs(snapshots: Sequence[dict], here: str, job_mode: bool = False,
         out.append(node_run)
     if ranks:
         out += [stacks_run(snapshots, ranks, here), wave_run(ranks, here), state_run(ranks, here)]
+        fr = fr_run(snapshots, ranks, here)
+        if fr is not None:
+            out.append(fr)
     return out

@@ -30,7 +30,9 @@ def _pids(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pids", type=_pids, metavar="PID,...", help="these processes (default: every rank on this node)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--pids", type=_pids, metavar="PID,...", help="these processes (default: every rank on this node)")
+    where.add_argument("--job", metavar="ID", help="every node of this running Slurm job (through srun --jobid ID --overlap)")
     parser.add_argument("--native", action="store_true",
                         help="C/C++ frames too (py-spy --native: pauses each rank for the length of its dump)")
     parser.add_argument("--timeout", type=limits.arg_seconds, default=10.0,
@@ -54,11 +56,18 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         raise UsageError("--timeout must be at least 2 s: reading a rank takes up to a second")
     if args.node_snapshot:
         # One node's part of --job: its snapshot as one JSON line, in one write (srun --label).
-        doc = collect.snapshot(host, pids=args.pids, native=args.native, budget=args.timeout - 1)
+        doc = collect.snapshot(host, pids=args.pids, job=args.job, native=args.native, budget=args.timeout - 1,
+                               node_name=host.env.get("SLURMD_NODENAME"))
         write_output(json.dumps(doc, separators=(",", ":")) + "\n", None, out.fd)
         return 0
-    snapshots = [collect.snapshot(host, pids=args.pids, native=args.native, budget=args.timeout - 1)]
-    runs = verdict.runs(snapshots, host.hostname())
+    missing: list[tuple[str, str, str]] = []
+    if args.job:
+        from distdoctor.hang import gather
+
+        snapshots, missing = gather.job(host, args.job, args.timeout, native=args.native)
+    else:
+        snapshots = [collect.snapshot(host, pids=args.pids, native=args.native, budget=args.timeout - 1)]
+    runs = verdict.runs(snapshots, host.hostname(), job_mode=bool(args.job), missing=missing)
     report = build_report(runs, host=host.hostname(), context=detect_context(host.env), started=started_wall,
                           duration=time.monotonic() - started, command="hang")
     text = render(report, args.format, args.verbose, bool(args.output), stream=None if args.output else out.text())

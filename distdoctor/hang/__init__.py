@@ -8,6 +8,7 @@
     frmatch.py     Flight Recorder traces across ranks: the first collective not every rank entered, desyncs
     grouping.py    ranks grouped by stack: the wave and the outliers
     collect.py     one node's snapshot (the part that runs on every node)
+    gather.py      --job: every node's snapshot through srun --jobid ID --overlap
     verdict.py     snapshots to findings
 
 Everything here reads; nothing stops, signals or slows a rank beyond what py-spy's non-blocking

@@ -39,9 +39,9 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
-             budget: float = 8.0) -> dict[str, Any]:
+             budget: float = 8.0, node_name: str | None = None) -> dict[str, Any]:
     started = time.monotonic()
-    found = discovery.discover(host, pids=pids, job=job)
+    found = discovery.discover(host, pids=pids, job=job, node_name=node_name)
     permission = ptrace.check(host, [r.pid for r in found.ranks])
     pyspy = stacks.find_pyspy(host)
     dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))

@@ -188,9 +188,11 @@ def _to_rank(host, c: _Candidate, node_has_gpus: bool) -> RankProcess:
                        is_python(c.cmdline), tuple(c.cmdline[:8]), c.stat.start_ticks, kept)
 
 
-def discover(host, pids: list[int] | None = None, job: str | None = None) -> Discovery:
+def discover(host, pids: list[int] | None = None, job: str | None = None, node_name: str | None = None) -> Discovery:
     """The ranks on this node: of every process (pids None), or of the pids given (each read
-    even when its environment names no rank). job: keep only the ranks of this Slurm job."""
+    even when its environment names no rank). job: keep only the ranks of this Slurm job;
+    node_name: only those whose slurmd is this node's (SLURMD_NODENAME), where one process
+    table holds several Slurm nodes (containers, namespaces)."""
     found = Discovery([])
     me = host.pid()
     stats: dict[int, procstate.Stat | None] = {}
@@ -214,6 +216,8 @@ def discover(host, pids: list[int] | None = None, job: str | None = None) -> Dis
             found.unreadable += why == "denied"
             continue
         if job is not None and cand.env.get("SLURM_JOB_ID") != job:
+            continue
+        if node_name and cand.env.get("SLURMD_NODENAME", node_name) != node_name:
             continue
         candidates[cand.pid] = cand
         stats[cand.pid] = cand.stat

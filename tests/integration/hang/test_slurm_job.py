@@ -21,7 +21,7 @@ from tests.integration.hang.test_live_torchrun import findings
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = SlurmCluster(prefix="hg", net16="10.135")
+    c = SlurmCluster(prefix="hg")
     c.start()
     try:
         yield c

@@ -44,6 +44,12 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     from distdoctor.host import Host
 
     started = time.monotonic()
+    if args.node is not None:
+        problem = health.node_name_problem(args.node)
+        if problem:
+            raise UsageError(f"--node: {problem}")
+    if args.output:
+        output.check_writable(args.output)  # an unwritable -o is exit 74 before any node is touched
     host = Host()
     config = load_config(args.config, host)
     bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT
@@ -69,23 +75,30 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     fail_on = args.fail_on or config.run.get("fail_on", "fail")
     bad = health.failing(runs, fail_on)
     node = args.node or health.node_name(host)
+    name_problem = health.node_name_problem(node)
     stream = io.StringIO()
     for run in bad:
         finding = next((f for f in run.findings if f.status.severity >= run.status.severity), None)
         stream.write(f"{run.status.value.upper()} {run.id}: {finding.summary if finding else run.status.value}\n")
         if finding is not None and finding.fix:
             stream.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))
-    state, problem = health.node_state(host, node)
+    if name_problem:
+        state, problem = None, name_problem
+    else:
+        state, problem = health.node_state(host, node)
     if problem:
-        stream.write(f"distdoctor health: cannot read the state of node {node}: {problem}\n")
-    action = health.decide(node, state, bad)
-    error = ""
+        stream.write(f"distdoctor health: cannot read the state of node {node[:80]}: {problem}\n")
+    action = health.decide(node, state, bad, runs, fail_on, full_selection=not args.only and not args.skip)
+    # A failure this node could not be drained for is an error of the health check itself.
+    error = problem if bad and state is None else ""
     if args.dry_run:
         stream.write(f"{action.why}\n")
         if action.argv:
             stream.write(f"would run: {action.shell()}\n")
     else:
-        error = health.apply(host, action)
+        if args.output:
+            output.check_writable(args.output)  # still writable now that the checks are done
+        error = health.apply(host, action) or error
         stream.write(f"{action.why}\n")
         if error:
             stream.write(f"distdoctor health: {error}\n")

@@ -54,17 +54,19 @@ REASON = health.reason_for(BAD)
 
 @pytest.mark.parametrize("state, bad, kind, words", [
     (NodeState("n1", "IDLE"), BAD, "drain", "draining n1"),
-    (None, BAD, "drain", "draining n1"),
+    (None, BAD, "none", "could not be read"),
     (NodeState("n1", "IDLE+DRAIN", REASON), BAD, "none", "stays drained"),
     (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), BAD, "drain", "draining n1"),
     (NodeState("n1", "IDLE+DRAIN", "maint"), BAD, "none", "already drained by someone else (maint)"),
-    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), [], "resume", "resuming n1"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: node.expectations: old"), [], "resume", "resuming n1"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), [], "none", "host.shm-size, which drained it, did not run"),
     (NodeState("n1", "MIXED+DRAIN", "maint"), [], "none", "not distdoctor's (maint)"),
     (NodeState("n1", "IDLE"), [], "none", "n1 passes"),
-    (None, [], "none", "n1 passes"),
+    (None, [], "none", "could not be read"),
 ])
 def test_decide(state, bad, kind, words):
-    action = health.decide("n1", state, bad)
+    runs = bad or [run("node.expectations", Status.OK, "fine")]
+    action = health.decide("n1", state, bad, runs)
     assert action.kind == kind and words in action.why
     if kind == "drain":
         assert action.argv == ("scontrol", "update", "nodename=n1", "state=drain", f"reason={REASON}")

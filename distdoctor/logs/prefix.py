@@ -22,12 +22,14 @@ _MONTHS = {m: i for i, m in enumerate(
 _D = r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)"
 _T = r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<frac>\d{1,9}))?"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("quote", re.compile(r"[ \t]*>[ \t]?")),
-    ("viewer", re.compile(r"[ \t]*\d{1,7}(?:[ \t]*[|│][ \t]?|\t)")),
+    # (?<![ \t]): a search (not only the match these are used with) starts only where a run of
+    # blanks starts, so each stays linear on a line of 64 KiB of spaces.
+    ("quote", re.compile(r"(?<![ \t])[ \t]*>[ \t]?")),
+    ("viewer", re.compile(r"(?<![ \t])[ \t]*\d{1,7}(?:[ \t]*[|│][ \t]?|\t)")),
     ("mpi", re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
     # torchrun's `[default3]:` is the local rank; torch's own `[rank3]:` the global rank
     ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\]:[ \t]?")),
-    ("srun", re.compile(r"[ \t]*(?P<rank>\d{1,6}): ")),
+    ("srun", re.compile(r"(?<![ \t])[ \t]*(?P<rank>\d{1,6}): ")),
     ("iso", re.compile(r"\[?" + _D + r"[T ]" + _T + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: [+-]\d{4})?[ \t]*(?:[|:-][ \t]+)?")),
     ("syslog", re.compile(r"(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<d>\d{1,2}) " + _T +
                           r"(?: (?P<host>[A-Za-z0-9][\w.-]*) (?P<prog>[\w./-]+)(?:\[(?P<pid>\d+)\])?:)?[ \t]*")),

@@ -5,6 +5,7 @@
     timeout = 60            # seconds for the whole run
     jobs = 8                # checks in parallel
     fail_on = "fail"        # or "warn"
+    max_drained_share = 0.1 # health: no drain past this share of the partition drained by distdoctor
     disable = ["gpu.health"]
 
     [checks."gpu.inventory"]
@@ -42,6 +43,7 @@ RUN_KEYS: dict[str, type | tuple[type, ...]] = {
     "jobs": int,
     "fail_on": str,
     "disable": list,
+    "max_drained_share": (int, float),  # health's circuit breaker
 }
 CHECK_KEYS = {"timeout": (int, float), "enabled": bool}
 
@@ -199,6 +201,8 @@ def _check_range(path: str, text: str, where: str, key: str, value: Any) -> None
                 limits.seconds(value, f"{where}{key}")
         elif key == "jobs" and where == "run.":
             limits.count(value, f"{where}{key}", 1, limits.MAX_JOBS)
+        elif key == "max_drained_share" and where == "run." and not 0 <= value <= 1:
+            raise limits.RangeError(f"{where}{key} must be between 0 and 1, not {value!r}")
     except limits.RangeError as exc:
         raise ConfigError(f"{path}{at}: {exc}") from None
 

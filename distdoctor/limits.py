@@ -67,6 +67,17 @@ def arg_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def arg_fraction(text: str) -> float:
+    """argparse type: a share between 0 and 1 (`nan` would make every comparison false)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not 0.0 <= number <= 1.0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text[:40]!r}")
+    return number
+
+
 def arg_count(high: int, low: int = 1):
     """argparse type for an integer option in [low, high]."""
     def parse(text: str) -> int:

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from distdoctor.model import EXIT_ERROR, EXIT_FAIL, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE
+from distdoctor.model import EXIT_FAIL, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE
 from tests.harness.hostile import dd, write_pack
 
 FAKE_SCONTROL = """\
 #!{python}
-# A stand-in for scontrol: `show node NAME` prints the record(s) in STATE_FILE the way
+# A stand-in for scontrol (and sinfo): `show node NAME` prints the record(s) in STATE_FILE the way
 # `scontrol show node` does; `update` is appended to CALLS_FILE and applied as Slurm would.
 import json, os, sys
 state_file, calls_file = os.environ["FAKE_SCONTROL_STATE"], os.environ["FAKE_SCONTROL_CALLS"]
@@ -26,6 +26,10 @@ with open(calls_file, "a") as fh:
 with open(state_file) as fh:
     nodes = json.load(fh)
 args = sys.argv[1:]
+if os.path.basename(sys.argv[0]) == "sinfo":  # the circuit breaker's view: one partition, these nodes
+    for n in nodes:
+        print(f"{{n['name']}}|debug*|{{n['state'].lower()}}|{{n['reason'] or 'none'}}")
+    sys.exit(0)
 if args[:2] == ["show", "node"]:
     name = args[2]
     shown = [n for n in nodes if n["name"] == name or n.get("alias") == name]
@@ -78,6 +82,7 @@ class Slurm:
         exe = self.dir / "scontrol"
         exe.write_text(FAKE_SCONTROL.format(python=sys.executable))
         exe.chmod(0o755)
+        (self.dir / "sinfo").symlink_to(exe)
         self.state = tmp_path / "nodes.json"
         self.calls_file = tmp_path / "calls.jsonl"
         self.pack = write_pack(tmp_path / "pack", "gate.py", GATE_PACK)
@@ -162,7 +167,7 @@ def test_its_own_drain_is_not_resumed_once_slurm_or_an_operator_took_the_node_fu
     assert result.returncode == EXIT_OK
 
 
-@pytest.mark.parametrize("args", [("--skip", "*"), ("--only", "hostile.other"), ("--skip", "hostile.gate")])
+@pytest.mark.parametrize("args", [("--skip", "*"), ("--only", "hostile.other"), ("--only", "hostile", "--skip", "hostile.gate")])
 def test_a_drain_is_resumed_only_after_the_check_that_drained_it_ran_and_passed(slurm, args):
     slurm.nodes({"name": "n1", "state": "IDLE+DRAIN", "reason": OURS})
     result = slurm.health(*args, gate="ok")
@@ -191,14 +196,14 @@ def test_a_node_name_from_the_environment_that_is_a_host_list_is_never_acted_on(
     slurm.nodes({"name": "n1", "state": "IDLE", "reason": "", "alias": name})
     result = slurm.health("--only", "hostile.gate", env={"SLURMD_NODENAME": name})
     assert slurm.updates() == [], result.stdout
-    assert result.returncode == EXIT_ERROR
+    assert result.returncode == EXIT_FAIL
     assert "not one Slurm node name" in result.stdout or "every node" in result.stdout
 
 
 def test_a_state_that_describes_other_or_several_nodes_is_not_acted_on(slurm):
     slurm.nodes({"name": "n1", "state": "IDLE", "reason": ""}, {"name": "n2", "state": "IDLE", "reason": "", "alias": "n1"})
     result = slurm.health("--only", "hostile.gate")
-    assert slurm.updates() == [] and result.returncode == EXIT_ERROR
+    assert slurm.updates() == [] and result.returncode == EXIT_FAIL
     assert "describes 2 nodes" in result.stdout
     slurm.nodes({"name": "n7", "state": "IDLE", "reason": "", "alias": "n1"})
     result = slurm.health("--only", "hostile.gate")
@@ -208,8 +213,8 @@ def test_a_state_that_describes_other_or_several_nodes_is_not_acted_on(slurm):
 def test_an_unreadable_state_is_never_drained(slurm):
     slurm.nodes()  # scontrol: Node n1 not found
     result = slurm.health("--only", "hostile.gate")
-    assert slurm.updates() == [] and result.returncode == EXIT_ERROR
-    assert "state could not be read" in result.stdout
+    assert slurm.updates() == [] and result.returncode == EXIT_FAIL
+    assert "its state cannot be read" in result.stdout
 
 
 @pytest.mark.parametrize("expect", ['"gpu.count" = nan', '"gpu.count" = -inf', '"gpu.count" = "nan"',

@@ -147,6 +147,30 @@ def test_drop_on_the_rendezvous_port_names_the_rank_that_never_arrived(hosts):
     assert "; still trying until the" in err1 and f"within {TIMEOUT:g} s: connection timed out" in err1, err1
 
 
+def test_rank0_firewalled_the_rule_printed_for_its_node_clears_it(hosts, monkeypatch):
+    """nodea (rank 0) drops the rendezvous port: the 'never arrived' finding gives the rule for
+    nodea; run there as printed (its `ssh nodea` is the test's way onto the node), the re-run
+    passes and the finding is gone."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared, run_on_nodes
+
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 20)
+    nft(hosts, "a", f"iifname eth0 tcp dport {PORT} drop")
+    env_a, env_b = {"GLOO_SOCKET_IFNAME": "eth0"}, {"GLOO_SOCKET_IFNAME": "ens5"}
+    (rc0, doc, _), (rc1, err1), _ = pair(hosts, env_a=env_a, env_b=env_b)
+    assert rc0 == 1 and rc1 == 1
+    finding = checks(doc)["nccl-test.rendezvous"]["findings"][0]
+    rule = f"ssh nodea nft insert rule inet filter input ip saddr {SUBNET}.0/24 accept"
+    assert rule in finding["fix"].splitlines(), finding["fix"]
+    assert "rank 0's node nodea drops inbound connections" in finding["fix"]
+    run_on_nodes(rule, lambda node: ["ip", "netns", "exec", hosts.name({"nodea": "a", "nodeb": "b"}[node])],
+                 here="nodea")
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, env_a=env_a, env_b=env_b)
+    assert (rc0, rc1) == (0, 0), (err0, err1)
+    assert_cleared(doc, again, [finding["fix"]])
+
+
 def test_wrong_master_addr(hosts):
     wrong = f"{SUBNET}.3"  # in the subnet, nobody has it
     (rc0, doc, _), (rc1, err1), wall = pair(hosts, addr=wrong, env_a={"GLOO_SOCKET_IFNAME": "eth0"},

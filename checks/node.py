@@ -7,17 +7,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from distdoctor import inventory
+from distdoctor import fixes, inventory
 from distdoctor.api import Context, check, fail, ok, skip, warn
 
 # Fixes for facts whose remedy is known; {node} is this node. Other facts get the generic
 # "make it X on node" comment: a version pin is a site decision distdoctor cannot guess.
 FIXES: dict[str, str] = {
-    "limits.memlock": ("mkdir -p /etc/systemd/system/slurmd.service.d && printf '[Service]\\nLimitMEMLOCK=infinity\\n' "
-                       "> /etc/systemd/system/slurmd.service.d/memlock.conf && systemctl daemon-reload && "
-                       "systemctl restart slurmd   # on {node}; outside Slurm: '* - memlock unlimited' in "
-                       "/etc/security/limits.d/"),
-    "shm.size": "mount -o remount,size={reference} /dev/shm   # on {node}; in a container: --shm-size or --ipc=host",
     "gpu.count": "nvidia-smi -L   # on {node}: a GPU missing from the list fell off the bus; drain the node and "
                  "reseat or replace it (nvidia-smi -q | grep -i -A3 'retired\\|xid')",
     "gpu.driver": "# on {node}: install NVIDIA driver {reference} (the same package as the other nodes), then reboot",
@@ -73,8 +68,12 @@ def expectations(ctx: Context):
         finding = compare.to_finding(diff, noun="node")
         value = facts.get(key, compare.ABSENT)
         template = FIXES.get(key)
-        fix = template.format(node=node, reference=_bare(diff.reference),
-                              pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+        fix: object = template.format(node=node, reference=_bare(diff.reference),
+                                      pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+        if key == "limits.memlock":
+            fix = fixes.memlock(slurm=ctx.run_context.kind.startswith("slurm"), here=node)
+        elif key == "shm.size":
+            fix = fixes.shm_size(_bare(diff.reference), here=node)
         absent = key not in facts
         why = (f"this node's inventory has no {key}" + (" (its collection did not finish: "
                f"{', '.join(incomplete)})" if incomplete else "")) if absent else ""

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from distdoctor import bounded
 from distdoctor.config import toml_value
 from distdoctor.redact import REDACTED, is_secret_name
 from distdoctor.render.json import json_safe
@@ -231,9 +232,7 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
                 out.update({k: json_safe(v) for k, v in values.items()})
                 pending.remove(name)
 
-    thread = threading.Thread(target=work, daemon=True, name="inventory")
-    thread.start()
-    thread.join(timeout)
+    bounded.call(work, timeout, name="inventory")
     with lock:
         result = dict(out)
         if pending:
@@ -293,15 +292,10 @@ _TOOLS = (("gcc", ["gcc", "--version"], _TOOL_VERSION), ("clang", ["clang", "--v
 
 def _tools(facts, host) -> Iterable[tuple[str, Any]]:
     # All at once: four process starts in a row were most of what the inventory adds to `check`.
-    found: dict[str, str | None] = {}
-    threads = [threading.Thread(target=lambda k=key, a=argv, p=pattern: found.__setitem__(k, _tool_version(host, a, p)),
-                                daemon=True, name=f"inventory-{key}") for key, argv, pattern in _TOOLS]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(TOOL_TIMEOUT + 1)
-    for key, _argv, _pattern in _TOOLS:
-        yield key, found.get(key)
+    found = bounded.map(lambda tool: _tool_version(host, tool[1], tool[2]), _TOOLS, TOOL_TIMEOUT + 1,
+                        name="inventory-tool")
+    for (key, _argv, _pattern), version in zip(_TOOLS, found):
+        yield key, None if isinstance(version, bounded.TimedOut) else version
 
 
 def _packages(facts, host) -> Iterable[tuple[str, Any]]:

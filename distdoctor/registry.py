@@ -19,12 +19,11 @@ import importlib
 import importlib.util
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from distdoctor import entrypoints, limits
+from distdoctor import bounded, entrypoints, limits
 from distdoctor.model import CheckInfo
 
 GROUP = "distdoctor.checks"
@@ -132,36 +131,26 @@ def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str
     return dirs
 
 
-class _PackLoad:
-    """One pack imported on its own daemon thread."""
+def _load_pack(load_pack: Callable[[], object]) -> tuple[object, BaseException | None]:
+    try:
+        return load_pack(), None
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a pack too
+        return None, exc
 
-    def __init__(self, source: str, load_pack: Callable[[], object]):
-        self.source = source
-        self.box: dict[str, object] = {}
-        self.thread = threading.Thread(target=self._work, args=(load_pack,), daemon=True,
-                                       name=f"load-pack {source}")
 
-    def _work(self, load_pack: Callable[[], object]) -> None:
-        try:
-            self.box["pack"] = load_pack()
-        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a pack too
-            self.box["error"] = exc
-
-    def record(self, registry: Registry, seconds: float, run_bound: float | None) -> None:
-        if self.thread.is_alive() and run_bound is not None and seconds < PACK_LOAD_TIMEOUT:
-            why = (f"{self.source} had not finished loading when its share ({seconds:.3g} s) of the run's "
-                   f"{run_bound:g} s bound (--timeout) ran out")
-            registry.problems.append((self.source, why))
-        elif self.thread.is_alive():
-            why = (f"{self.source} did not finish loading within {seconds:.3g} s and was abandoned "
-                   f"(it loops or blocks at import)")
-            registry.problems.append((self.source, why))
-        elif "error" in self.box:
-            exc = self.box["error"]
-            why = f"{self.source} failed to load: {type(exc).__name__}: {str(exc)[:300]}"
-            registry.problems.append((self.source, why))
-        else:
-            registry.add_pack(self.source, self.box["pack"])
+def _record(registry: Registry, source: str, outcome, seconds: float, run_bound: float | None) -> None:
+    """What became of one pack's load: added, or a problem that names it."""
+    if isinstance(outcome, bounded.TimedOut) and run_bound is not None and seconds < PACK_LOAD_TIMEOUT:
+        registry.problems.append((source, f"{source} had not finished loading when its share ({seconds:.3g} s) of "
+                                          f"the run's {run_bound:g} s bound (--timeout) ran out"))
+    elif isinstance(outcome, bounded.TimedOut):
+        registry.problems.append((source, f"{source} did not finish loading within {seconds:.3g} s and was "
+                                          f"abandoned (it loops or blocks at import)"))
+    elif outcome[1] is not None:
+        exc = outcome[1]
+        registry.problems.append((source, f"{source} failed to load: {type(exc).__name__}: {str(exc)[:300]}"))
+    else:
+        registry.add_pack(source, outcome[0])
 
 
 def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
@@ -191,11 +180,8 @@ def load(checks_dirs: Iterable[str] = (), env: Mapping[str, str] | None = None,
             sources.append((path, lambda path=path: _load_file(path)))
     # All at once, so a pack that hangs costs its own load and not the others'; recorded in
     # order afterwards, so which of two packs defining one id wins does not depend on timing.
-    loads = [_PackLoad(source, load_pack) for source, load_pack in sources]
-    for load_one in loads:
-        load_one.thread.start()
-    for load_one in loads:
-        load_one.thread.join(max(0.0, deadline - time.monotonic()))
-    for load_one in loads:
-        load_one.record(registry, min(budget, PACK_LOAD_TIMEOUT), run_bound)
+    outcomes = bounded.map(lambda item: _load_pack(item[1]), sources, max(0.0, deadline - time.monotonic()),
+                           name="load-pack")
+    for (source, _load), outcome in zip(sources, outcomes):
+        _record(registry, source, outcome, min(budget, PACK_LOAD_TIMEOUT), run_bound)
     return registry

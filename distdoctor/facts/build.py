@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field, replace
 
+from distdoctor import bounded
 from distdoctor.facts import fact, slowtools
 from distdoctor.parsers import ParseError
 from distdoctor.parsers.horovod import HorovodBuild, parse_check_build
@@ -72,14 +72,9 @@ def _launcher(host, name: str) -> MpiLauncher:
 def _launchers(host, names: list[str]) -> dict[str, MpiLauncher]:
     """Ask every launcher at once: a sick node's hung `mpirun --version` then costs one
     timeout, not one per launcher."""
-    results: dict[str, MpiLauncher] = {}
-    threads = [threading.Thread(target=lambda n=name: results.__setitem__(n, _launcher(host, n)), daemon=True,
-                                name=f"mpi-version-{name}") for name in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(VERSION_TIMEOUT + 3)
-    return {name: results.get(name) or MpiLauncher(name, host.which(name) or "", error="no answer") for name in names}
+    answers = bounded.map(lambda name: _launcher(host, name), names, VERSION_TIMEOUT + 3, name="mpi-version")
+    return {name: MpiLauncher(name, host.which(name) or "", error="no answer")
+            if isinstance(answer, bounded.TimedOut) else answer for name, answer in zip(names, answers)}
 
 
 @fact

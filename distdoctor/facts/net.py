@@ -6,11 +6,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-import threading
-import time
 from dataclasses import dataclass, field
 
-from distdoctor import hostlist
+from distdoctor import bounded, hostlist
 from distdoctor.facts import fact
 from distdoctor.netif import Address, Interface, classify, ifindex_order
 from distdoctor.parsers import ParseError
@@ -284,25 +282,14 @@ def peers(facts) -> list[Peer]:
             continue
         candidates.append((name, source, (name, source) in job))
     local = _local_addresses(facts)
-    looked_up: dict[int, Peer | None] = {}
-
-    def look_up(index: int, name: str, source: str, from_job: bool) -> None:
-        looked_up[index] = _peer(facts, name, source, from_job, local)
-
     # At once: a job's node list can name 8 nodes, and a slow resolver costs its timeout once.
-    threads = [threading.Thread(target=look_up, args=(i, *c), daemon=True, name=f"peer-{c[0]}")
-               for i, c in enumerate(candidates)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 1.0 + IP_TIMEOUT + 1.0
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    looked_up = bounded.map(lambda c: _peer(facts, *c, local), candidates, 1.0 + IP_TIMEOUT + 1.0, name="peer")
     out: list[Peer] = []
-    for index, (name, source, _from_job) in enumerate(candidates):
-        if index not in looked_up:
+    for (name, source, _from_job), peer in zip(candidates, looked_up):
+        if isinstance(peer, bounded.TimedOut):
             out.append(Peer(name, source, error="the route lookup did not finish in time"))
-        elif looked_up[index] is not None:
-            out.append(looked_up[index])
+        elif peer is not None:
+            out.append(peer)
     return out[:MAX_PEERS]
 
 

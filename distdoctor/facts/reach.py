@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import queue
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from distdoctor import hostlist, limits
+from distdoctor import bounded, hostlist, limits
 from distdoctor.facts import fact
 from distdoctor.parsers import ParseError
 from distdoctor.parsers import ssh as ssh_parser
@@ -366,8 +364,7 @@ def probe_columns(settings: ProbeSettings) -> list[str]:
     return columns + ([SSH] if settings.ssh else [])
 
 
-def probe_hosts(host, targets: Sequence[Target], settings: ProbeSettings,
-                clock: Callable[[], float] = time.monotonic) -> list[HostReach]:
+def probe_hosts(host, targets: Sequence[Target], settings: ProbeSettings) -> list[HostReach]:
     """Run every probe of every target at once; return one HostReach per target with a result
     in every column. A probe that has not answered by its deadline is reported as a timeout
     and left behind on its daemon thread."""
@@ -390,37 +387,18 @@ def probe_hosts(host, targets: Sequence[Target], settings: ProbeSettings,
         if settings.ssh:
             if ssh_installed:
                 tasks.append((index, SSH, settings.ssh_limit + grace, lambda t=target: _probe_ssh(host, t, settings, spawn)))
-    results: dict[tuple[int, str], ProbeResult] = {}
-    done = threading.Condition()
-    work: queue.SimpleQueue = queue.SimpleQueue()
-    for task in tasks:
-        work.put(task)
 
-    def worker() -> None:
-        while True:
-            try:
-                index, column, _limit, func = work.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                result = func()
-            except Exception as exc:  # a probe must not take the matrix down
-                result = ProbeResult(column, OTHER, f"probe failed: {type(exc).__name__}: {exc}")
-            with done:
-                results[(index, column)] = result
-                done.notify_all()
+    # every probe bounds itself; the longest of those bounds is the matrix's
+    def run(task: tuple[int, str, float, Callable[[], ProbeResult]]) -> ProbeResult:
+        try:
+            return task[3]()
+        except Exception as exc:  # a probe must not take the matrix down
+            return ProbeResult(task[1], OTHER, f"probe failed: {type(exc).__name__}: {exc}")
 
-    start = clock()
-    for _ in range(min(len(tasks), max(1, settings.max_threads))):
-        threading.Thread(target=worker, daemon=True, name="reach-probe").start()
-    final = start + max((t[2] for t in tasks), default=0.0)
-    with done:
-        while len(results) < len(tasks):
-            remaining = final - clock()
-            if remaining <= 0:
-                break
-            done.wait(min(remaining, 0.25))
-        snapshot = dict(results)
+    answers = bounded.map(run, tasks, max((t[2] for t in tasks), default=0.0),
+                          workers=max(1, settings.max_threads), name="reach-probe")
+    snapshot = {(index, column): answer for (index, column, _limit, _func), answer in zip(tasks, answers)
+                if not isinstance(answer, bounded.TimedOut)}
 
     out: list[HostReach] = []
     for index, target in enumerate(targets):

@@ -14,6 +14,7 @@ import os
 import threading
 from typing import Mapping
 
+from distdoctor import bounded
 from distdoctor.host.files import Files
 from distdoctor.host.network import Network
 from distdoctor.host.nvml import Nvml
@@ -32,5 +33,5 @@ class Host(Processes, Files, Network, PythonEnv, Nvml):
     def __init__(self, env: Mapping[str, str] | None = None, cache=None):
         self.env: Mapping[str, str] = dict(os.environ if env is None else env)
         self.cache = cache  # a toolcache.ToolCache for run_cached, or None
-        self._started: dict[str, tuple[threading.Thread, dict[str, CommandResult]]] = {}
+        self._started: dict[str, bounded.Pending[CommandResult]] = {}  # start_cached's runs, by cache key
         self._started_lock = threading.Lock()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import errno as errno_mod
 import socket
-import threading
 import time
 from typing import Any, Mapping
 
-
+from distdoctor import bounded
 from distdoctor.host.results import ConnectResult, ResolveResult, classify_errno
 
 
@@ -21,30 +20,27 @@ class Network:
     def resolve(self, name: str, timeout: float = 3.0) -> ResolveResult:
         """Every address a name resolves to. getaddrinfo has no timeout of its own, so it runs
         on a daemon thread that is abandoned if the resolver hangs."""
-        box: dict[str, Any] = {}
         start = time.monotonic()
 
-        def work() -> None:
+        def work() -> tuple[tuple[str, ...], str]:
             try:
                 infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
-                seen: list[str] = []
-                for info in infos:
-                    addr = str(info[4][0])
-                    if addr not in seen:
-                        seen.append(addr)
-                box["addrs"] = tuple(seen)
             except socket.gaierror as exc:
-                box["error"] = exc.strerror or str(exc)
+                return (), exc.strerror or str(exc)
             except (OSError, UnicodeError) as exc:
-                box["error"] = str(exc)
+                return (), str(exc)
+            seen: list[str] = []
+            for info in infos:
+                addr = str(info[4][0])
+                if addr not in seen:
+                    seen.append(addr)
+            return tuple(seen), ""
 
-        thread = threading.Thread(target=work, daemon=True, name=f"resolve-{name}")
-        thread.start()
-        thread.join(timeout)
+        answer = bounded.call(work, timeout, name=f"resolve-{name}")
         duration = time.monotonic() - start
-        if thread.is_alive():
+        if isinstance(answer, bounded.TimedOut):
             return ResolveResult(name, error=f"resolver did not answer within {timeout:g} s", duration=duration)
-        return ResolveResult(name, box.get("addrs", ()), box.get("error", ""), duration)
+        return ResolveResult(name, answer[0], answer[1], duration)
 
     def connect(self, host: str, port: int, timeout: float = 3.0) -> ConnectResult:
         start = time.monotonic()

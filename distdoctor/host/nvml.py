@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from typing import Any, Mapping
 
-
+from distdoctor import bounded
 
 
 class Nvml:
@@ -28,19 +27,13 @@ class Nvml:
             # No NVIDIA kernel module: NVML cannot answer, and importing it costs a login node
             # tens of milliseconds of `distdoctor check` (once imported, asking costs nothing).
             return {"status": "unavailable", "error": "no NVIDIA kernel driver is loaded (no /proc/driver/nvidia)"}
-        box: dict[str, Any] = {}
-        def work() -> None:
-            try:
-                box.update(_nvml_query())
-            except Exception as exc:  # an nvidia-ml-py that does not match the driver: fall back
-                box.update({"status": "error", "error": f"{type(exc).__name__}: {exc}"})
-
-        thread = threading.Thread(target=work, daemon=True, name="nvml")
-        thread.start()
-        thread.join(timeout)
-        if thread.is_alive():
+        try:
+            answer = bounded.call(_nvml_query, timeout, name="nvml")
+        except Exception as exc:  # an nvidia-ml-py that does not match the driver: fall back
+            return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+        if isinstance(answer, bounded.TimedOut):
             return {"status": "hung", "error": f"NVML did not answer within {timeout:g} s"}
-        return box or {"status": "error", "error": "NVML query ended without a result"}
+        return answer or {"status": "error", "error": "NVML query ended without a result"}
 
 
 def _nvml_query() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Mapping, Sequence
 
-from distdoctor import reaper
+from distdoctor import bounded, reaper
 
 from distdoctor.host.results import MAX_OUTPUT, CommandResult
 
@@ -21,7 +21,7 @@ from distdoctor.host.results import MAX_OUTPUT, CommandResult
 class Processes:
     env: Mapping[str, str]
     cache: Any
-    _started: dict
+    _started: dict[str, bounded.Pending[CommandResult]]
     _started_lock: threading.Lock
 
     def which(self, name: str) -> str | None:
@@ -99,12 +99,10 @@ class Processes:
         with self._started_lock:
             started = self._started.get(key)
         if started is not None:
-            thread, box = started
-            thread.join(timeout + 5)  # run() inside it is bounded by the same timeout
-            if "result" in box:
-                return box["result"]
-            if thread.is_alive():  # past its own bound: starting it a second time would not help
+            answer = started.wait(timeout + 5)  # run() inside it is bounded by the same timeout
+            if isinstance(answer, bounded.TimedOut):  # past its own bound: starting it again would not help
                 return CommandResult(argv, None, duration=timeout, timed_out=True)
+            return answer
         entry = self.cache.get(key)
         if entry is not None:
             return CommandResult(argv, entry["returncode"], entry["stdout"], entry["stderr"], 0.0, False)
@@ -132,17 +130,11 @@ class Processes:
         # has(), not get(): a cached ompi_info answer is 0.6 MB of JSON that the fact reads anyway.
         if key is None or self.cache.has(key):
             return False
-        box: dict[str, CommandResult] = {}
-
-        def work() -> None:
-            box["result"] = self._run_and_store(argv, timeout, key)
-
-        thread = threading.Thread(target=work, daemon=True, name=f"start {os.path.basename(argv[0])}")
         with self._started_lock:
             if key in self._started:
                 return False
-            self._started[key] = (thread, box)
-        thread.start()
+            self._started[key] = bounded.start(lambda: self._run_and_store(argv, timeout, key),
+                                               name=f"start {os.path.basename(argv[0])}")
         return True
 
     def line_filter(self, argv: Sequence[str], timeout: float) -> LineFilter | None:

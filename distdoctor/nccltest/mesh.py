@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import errno
 import hmac
-import queue
 import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from distdoctor import bounded
 
 MAGIC = "DDNT1"
 # A peer may ask to send at most this much: a stranger cannot make a listener read forever.
@@ -192,28 +193,10 @@ def probe_all(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, ti
               parallel: int = 64) -> dict[int, str]:
     """Connect to every peer, `parallel` at a time (a 1000-rank job must not open 1000 sockets
     per rank at once); a peer not probed by the end of the time budget counts as 'timeout'."""
-    todo = queue.SimpleQueue()
     others = [r for r in peers if r != my_rank]
-    for rank in others:
-        todo.put(rank)
-    results: dict[int, str] = {}
-
-    def work() -> None:
-        while True:
-            try:
-                rank = todo.get_nowait()
-            except queue.Empty:
-                return
-            address, port = peers[rank]
-            results[rank] = probe(rank, address, port, token, my_rank, timeout)
-
-    workers = [threading.Thread(target=work, daemon=True) for _ in range(min(parallel, len(others)))]
-    for worker in workers:
-        worker.start()
-    end = time.monotonic() + probe_seconds(len(others), timeout, parallel)
-    for worker in workers:
-        worker.join(max(0.0, end - time.monotonic()))
-    return {r: results.get(r, "timeout") for r in others}
+    answers = bounded.map(lambda rank: probe(rank, *peers[rank], token, my_rank, timeout), others,
+                          probe_seconds(len(others), timeout, parallel), workers=parallel, name="mesh-probe")
+    return {r: "timeout" if isinstance(a, bounded.TimedOut) else a for r, a in zip(others, answers)}
 
 
 def blocked_pairs(rows: Mapping[int, Mapping[int, str]]) -> list[tuple[int, int, str]]:

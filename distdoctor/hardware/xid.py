@@ -1,0 +1,56 @@
+"""NVIDIA's Xid catalogue (xid.toml, next to this module): code -> meaning and action."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from distdoctor.hardware.actions import is_action
+
+CATALOGUE_PATH = os.path.join(os.path.dirname(__file__), "xid.toml")
+SOURCE = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+
+
+@dataclass(frozen=True)
+class XidEntry:
+    code: int
+    mnemonic: str
+    meaning: str
+    action: str
+    origin: str  # "hardware" or "application"
+    nvidia_immediate: str = ""
+    nvidia_investigatory: str = ""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.mnemonic)
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> dict[int, XidEntry]:
+    with open(CATALOGUE_PATH, "rb") as fh:
+        data = tomllib.load(fh)
+    out: dict[int, XidEntry] = {}
+    for key, row in data.get("xid", {}).items():
+        code = int(key)
+        action = row["action"]
+        if not is_action(action):
+            raise ValueError(f"xid.toml: Xid {code} has an unknown action {action!r}")
+        out[code] = XidEntry(code, row["mnemonic"], row["meaning"], action, row.get("origin", "hardware"),
+                             row.get("nvidia_immediate", ""), row.get("nvidia_investigatory", ""))
+    return out
+
+
+def lookup(code: int) -> XidEntry:
+    """The catalogue's entry, or an unknown one (a newer driver's code): reported, never drained
+    for, since nothing says what it needs."""
+    entry = catalogue().get(code)
+    if entry is not None:
+        return entry
+    return XidEntry(code, "", "not in NVIDIA's Xid catalogue as distdoctor knows it", "none", "hardware")

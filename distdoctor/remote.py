@@ -104,8 +104,8 @@ def comment(text: str) -> str:
 class Fix:
     """One remedy as data. commands: shell commands, run in order, each only after the last one
     succeeded (printed joined with `&&`). nodes: where they run; empty means the shell that
-    reads the report (the node it was made on, or the operator's). comment: one line said first
-    (why, or what no command can do). srun: reach the nodes through Slurm instead of ssh/clush.
+    reads the report (the node it was made on, or the operator's). comment: one line (why, where
+    "here" is, or what no command can do). srun: reach the nodes through Slurm instead of ssh/clush.
     by_file: nodes known only by their report file (see `on`)."""
 
     commands: tuple[str, ...] = ()
@@ -130,18 +130,17 @@ class Fix:
 
 
 def render(fix: Fix) -> str:
-    """The lines an operator pastes for fix."""
-    lines = []
-    if fix.comment:
-        text = fix.comment.lstrip("# ")
-        if fix.nodes and not fix.commands:
-            text = f"on {shown(fix.nodes)}: {text}"
-        lines.append(comment(text))
-    if fix.commands and fix.nodes:
-        lines.append(on(fix.nodes, script(fix), fix.by_file, fix.srun))
-    elif fix.commands:
-        lines.append(script(fix))
-    return "\n".join(lines)
+    """The lines an operator pastes for fix. Commands for nodes come first (the ssh or clush
+    line names them) and the comment after, as a note; commands for here come after the
+    comment, which is the only thing that can say where "here" is (`as root on gpu07: ...`)."""
+    note = comment(fix.comment.lstrip("# ")) if fix.comment else ""
+    if fix.nodes and fix.commands:
+        lines = [on(fix.nodes, script(fix), fix.by_file, fix.srun), note]
+    elif fix.nodes:
+        lines = [comment(f"on {shown(fix.nodes)}: {fix.comment.lstrip('# ')}") if fix.comment else ""]
+    else:
+        lines = [note, script(fix)]
+    return "\n".join(line for line in lines if line)
 
 
 def script(fix: Fix) -> str:

@@ -47,8 +47,8 @@ def test_mtu_difference_fix_sets_the_interface_mtu_on_the_odd_node():
     view = cluster.build(fleet(4, gpu003={"net.if.eth0.mtu": 1500}))
     (finding,) = _runs(view)["cluster.facts-agree"].findings
     assert finding.summary.startswith("MTU of eth0 differs: 1500 on gpu003")
-    assert finding.fix.splitlines()[-1] == "ssh gpu003 ip link set dev eth0 mtu 9000"
-    assert finding.fix.startswith("# lasts until a reboot")
+    assert finding.fix.splitlines()[0] == "ssh gpu003 ip link set dev eth0 mtu 9000"
+    assert finding.fix.splitlines()[1].startswith("# lasts until a reboot")
 
 
 def test_an_interface_only_some_nodes_have_is_not_a_difference():

@@ -24,17 +24,19 @@ def test_a_record_compares_by_value_whatever_sequence_it_was_given():
     assert not Fix() and not Fix(nodes=["gpu1"]) and Fix(comment="say it")
 
 
-@pytest.mark.parametrize("nodes,first", [
-    ((), 'printf "x" > /etc/a && systemctl restart slurmd'),
-    (("gpu1",), "ssh gpu1 'printf \"x\" > /etc/a && systemctl restart slurmd'"),
-    (("gpu1", "gpu2"), "clush -w 'gpu[1-2]' -- 'printf \"x\" > /etc/a && systemctl restart slurmd'"),
+@pytest.mark.parametrize("nodes,lines", [
+    ((), ["# as root on gpu1: slurmd reads it at start", 'printf "x" > /etc/a && systemctl restart slurmd']),
+    (("gpu1",), ["ssh gpu1 'printf \"x\" > /etc/a && systemctl restart slurmd'", "# slurmd reads it at start"]),
+    (("gpu1", "gpu2"), ["clush -w 'gpu[1-2]' -- 'printf \"x\" > /etc/a && systemctl restart slurmd'",
+                        "# slurmd reads it at start"]),
 ])
-def test_commands_run_in_order_here_or_on_the_nodes(nodes, first):
-    fix = Fix(('printf "x" > /etc/a', "systemctl restart slurmd"), nodes, "slurmd reads it at start")
-    lines = remote.render(fix).splitlines()
-    assert lines == ["# slurmd reads it at start", first]
+def test_commands_run_in_order_here_or_on_the_nodes(nodes, lines):
+    """Here, the comment says where first; on nodes, the line that names them comes first."""
+    note = "as root on gpu1: slurmd reads it at start" if not nodes else "slurmd reads it at start"
+    fix = Fix(('printf "x" > /etc/a', "systemctl restart slurmd"), nodes, note)
+    assert remote.render(fix).splitlines() == lines
     if nodes:  # the node's shell gets the whole script as one word: `>` and `&&` run there
-        assert bash_words(lines[1])[-1] == 'printf "x" > /etc/a && systemctl restart slurmd'
+        assert bash_words(lines[0])[-1] == 'printf "x" > /etc/a && systemctl restart slurmd'
 
 
 def test_names_a_shell_must_not_see_become_comments():
@@ -117,7 +119,7 @@ def test_memlock_under_slurm_changes_slurmds_unit_elsewhere_limits_conf():
     slurm, login = fixes.memlock(["gpu1"], slurm=True), fixes.memlock(["gpu1"])
     assert any("LimitMEMLOCK=infinity" in c for c in slurm.commands) and slurm.commands[-1] == "systemctl restart slurmd"
     assert login.commands == (fixes.MEMLOCK_LIMITS_CONF,)
-    assert remote.render(slurm).startswith("# slurmd's tasks inherit")
+    assert remote.render(slurm).splitlines()[1].startswith("# slurmd's tasks inherit")
     assert remote.render(fixes.memlock(here="gpu1")).startswith("# as root on gpu1: ")
 
 

@@ -1,13 +1,19 @@
-"""Who am I in a job: the launcher, rank, local rank and world size, from the environment.
+"""Who am I in a job, and what job is it: the launcher, rank, local rank and world size
+(`detect_context`); the seed every process of the job derives ports and keys from, the job's
+nodes and where rank 0 runs (`job`).
 
-Pure: a function of an environment mapping, so the same code serves `check`'s header,
-`nccl-test`'s rendezvous and the tests.
+Pure: functions of an environment mapping, so the same code serves `check`'s header and job
+report, `nccl-test`'s rendezvous and the tests.
 """
 
 from __future__ import annotations
 
+import re
+import zlib
+from dataclasses import dataclass
 from typing import Mapping
 
+from distdoctor import hostlist
 from distdoctor.model import RunContext
 
 
@@ -93,3 +99,85 @@ def detect_context(env: Mapping[str, str], slurm_installed: bool = False) -> Run
     if slurm_installed:
         return RunContext("login", "login node (Slurm installed, no job)")
     return RunContext("none", "no scheduler or launcher")
+
+
+# --- what every process of one job derives the same way ----------------------------------------
+
+@dataclass(frozen=True)
+class Job:
+    """What every process of one job must derive alike, whichever node it runs on: the seed that
+    ports and keys come from, the job's nodes, and the host rank 0 runs on ('' when unknown)."""
+
+    seed: str = ""
+    seed_why: str = ""
+    nodes: tuple[str, ...] = ()
+    rank0_host: str = ""
+    rank0_why: str = ""
+
+
+def derived_port(seed: str, base: int, span: int) -> int:
+    """A port in [base, base + span) that every process given the same seed computes alike."""
+    return base + zlib.crc32(seed.encode()) % span
+
+
+def nodelist_vars(env: Mapping[str, str], ctx: RunContext | None = None) -> tuple[str, ...]:
+    """The variables that name the job's nodes, in the order to read them: an mpirun rank's
+    Slurm step is its daemon's (on mpirun's own node, none), so it reads the allocation's list."""
+    ctx = ctx or detect_context(env)
+    if ctx.kind == "mpirun" or env.get("OMPI_MCA_ess_base_jobid", "").strip():
+        return ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
+    return ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+
+
+def _hostlist(env: Mapping[str, str], *names: str) -> tuple[str, ...]:
+    expr = next((env[n] for n in names if env.get(n, "").strip()), "")
+    try:
+        return tuple(hostlist.expand(expr)) if expr else ()
+    except hostlist.HostlistError:
+        return ()  # slurm.nodelist reports it; here it only means "not known"
+
+
+def _hnp_host(uri: str) -> str:
+    """The first address of mpirun's own URI (`<jobid>.0;tcp://10.0.0.5,10.0.1.5:4242;tcp6://...`)."""
+    match = re.search(r"tcp://([^,:;/\]]+)", uri)
+    return match.group(1) if match else ""
+
+
+def job(env: Mapping[str, str], ctx: RunContext | None = None) -> Job:
+    """The job this process belongs to, as every one of its processes sees it.
+
+    mpirun inside a Slurm allocation is why the order matters: the ranks on mpirun's own node
+    run in the allocation's (batch) step, the others in the step of the daemon mpirun started
+    with srun on their node, so Slurm's job.step and step node list differ between nodes, while
+    Open MPI's job id and the allocation's node list do not."""
+    ctx = ctx or detect_context(env)
+    slurm_job = ctx.job_id
+    ompi_job = env.get("OMPI_MCA_ess_base_jobid", "").strip()
+    under_mpirun = ctx.kind == "mpirun" or bool(ompi_job)
+    run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+    if ompi_job:
+        seed, seed_why = f"ompi:{ompi_job}", f"the Open MPI job id {ompi_job}"
+    elif slurm_job:
+        seed, seed_why = f"slurm:{slurm_job}.{ctx.step_id}", f"Slurm job {slurm_job} step {ctx.step_id or '-'}"
+    elif run_id and run_id != "none":
+        # torchrun's default run id is 'none'; its rendezvous endpoint tells two such jobs apart
+        seed = f"torchrun:{run_id}:{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
+        seed_why = "TORCHELASTIC_RUN_ID"
+    else:
+        seed, seed_why = "", ""
+    nodes = _hostlist(env, *nodelist_vars(env, ctx))
+    master = env.get("MASTER_ADDR", "").strip()
+    hnp = _hnp_host(env.get("OMPI_MCA_orte_hnp_uri", ""))
+    if master:
+        rank0, rank0_why = master, "MASTER_ADDR from the environment"
+    elif nodes and slurm_job and under_mpirun:
+        rank0, rank0_why = nodes[0], ("the first node of the Slurm allocation, where mpirun maps rank 0 "
+                                      "(MASTER_ADDR unset)")
+    elif nodes and slurm_job:
+        rank0, rank0_why = nodes[0], "the first host of the Slurm step's nodelist (MASTER_ADDR unset)"
+    elif under_mpirun and hnp:
+        rank0, rank0_why = hnp, ("the host mpirun runs on, from OMPI_MCA_orte_hnp_uri (MASTER_ADDR unset; "
+                                 "set MASTER_ADDR if rank 0 runs elsewhere)")
+    else:
+        rank0, rank0_why = "", ""
+    return Job(seed, seed_why, nodes, rank0, rank0_why)

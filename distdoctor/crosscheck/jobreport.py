@@ -10,11 +10,11 @@ Roles, from the launcher's environment (distdoctor.launch):
               report for the whole job
     solo      local rank 0 when every task is on one node: the node's report, printed once
 
-Wire: rank 0 listens on the address of the job's rendezvous host (MASTER_ADDR, or the first
-host of the Slurm step), on a port derived from the job and step ids; the address is checked
+Wire: rank 0 listens on the address of the job's rendezvous host and on a port derived from the
+job's seed, both as every node derives them (distdoctor.launch.job); the address is checked
 to be one of this host's own, never 0.0.0.0. A message is a 4-byte big-endian length, then a
-32-byte HMAC-SHA256 of the body, then the body (UTF-8 JSON). The key is HMAC(secret, job id +
-step id): the secret is $DISTDOCTOR_JOB_SECRET when the launcher passes it, else a random
+32-byte HMAC-SHA256 of the body, then the body (UTF-8 JSON). The key is HMAC(secret, the job's
+seed): the secret is $DISTDOCTOR_JOB_SECRET when the launcher passes it, else a random
 per-user file ~/.config/distdoctor/job-secret (mode 0600, made on first use), which every node
 of the job reads on a shared home. What this does not protect against: anyone who can read
 that file (root, or the user's other jobs) can forge a report; a home that is not shared gives
@@ -32,11 +32,10 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from distdoctor import hostlist
+from distdoctor import launch
 from distdoctor.model import RunContext
 
 MAX_FRAME = 16 * 1024 * 1024  # a node report is tens of KiB; this bounds what a stranger makes rank 0 hold
@@ -74,7 +73,7 @@ class Plan:
     expected: tuple[str, ...] = ()  # node names when the launcher lists them (Slurm)
     address: str = ""         # rank 0's rendezvous host
     port: int = 0
-    seed: str = ""            # job + step: what the key is bound to
+    seed: str = ""            # launch.job's seed: what the port and the key are bound to
     node: str = ""            # this node's name
 
 
@@ -95,11 +94,8 @@ def plan(ctx: RunContext, env: Mapping[str, str], hostname: str, each_task: bool
     me = node_name(env, hostname)
     if each_task or ctx.kind not in ("slurm-step", "mpirun", "torchrun") or not ctx.world_size or ctx.world_size < 2:
         return Plan("alone", node=me)
-    hosts: tuple[str, ...] = ()
-    try:
-        hosts = tuple(hostlist.expand(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""))
-    except hostlist.HostlistError:
-        pass
+    job = launch.job(env, ctx)
+    hosts = job.nodes
     nodes = _int(env, "SLURM_STEP_NUM_NODES") if ctx.kind == "slurm-step" else None
     if nodes is None and ctx.local_world_size:
         nodes = max(1, ctx.world_size // ctx.local_world_size)
@@ -113,27 +109,10 @@ def plan(ctx: RunContext, env: Mapping[str, str], hostname: str, each_task: bool
         return Plan("quiet", nodes, expected, node=me)
     if nodes == 1:
         return Plan("solo", nodes, expected, node=me)
-    address = (env.get("MASTER_ADDR") or "").strip()
-    if not address and hosts and (ctx.kind == "slurm-step" or env.get("SLURM_JOB_ID")):
-        # srun puts task 0 on the step's first node; mpirun inside an allocation maps rank 0
-        # to the first node too (by slot, the default)
-        address = hosts[0]
-    if not address and ctx.kind == "mpirun":
-        uri = env.get("OMPI_MCA_orte_hnp_uri", "")
-        if "tcp://" in uri:
-            address = uri.split("tcp://", 1)[1].split(",")[0].split(":")[0].split(";")[0]
-    seed = ""
-    if ctx.kind == "mpirun" and env.get("OMPI_MCA_ess_base_jobid"):
-        # not Slurm's ids: ranks on mpirun's own node run outside the step its daemons run in
-        seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
-    elif ctx.job_id:
-        seed = f"slurm:{ctx.job_id}.{ctx.step_id}"
-    elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
-        seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}:{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
     raw = (env.get("DISTDOCTOR_GATHER_PORT") or "").strip()
-    port = int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else PORT_BASE + zlib.crc32(seed.encode()) % PORT_SPAN
+    port = int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else launch.derived_port(job.seed, PORT_BASE, PORT_SPAN)
     role = "gatherer" if ctx.rank == 0 else "leader"
-    return Plan(role, nodes, expected, address, port, seed, me)
+    return Plan(role, nodes, expected, job.rank0_host, port, job.seed, me)
 
 
 def plan_problem(p: Plan) -> str:

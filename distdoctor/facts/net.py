@@ -8,7 +8,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from distdoctor import bounded, hostlist
+from distdoctor import bounded, hostlist, launch
 from distdoctor.facts import fact
 from distdoctor.netif import Address, Interface, classify, ifindex_order
 from distdoctor.parsers import ParseError
@@ -212,16 +212,17 @@ _HNP_TCP = re.compile(r"tcp://([0-9.]+):\d+")  # Open MPI's HNP URI: "jobid.0;tc
 
 
 def job_peer_names(facts) -> list[tuple[str, str]]:
-    """The other nodes of the job this process runs in, as (name, source): the Slurm step's
-    (else the allocation's) node list, and the node Open MPI's mpirun runs on. MASTER_ADDR
-    (torchrun and most launchers) is read by `peers` itself."""
+    """The other nodes of the job this process runs in, as (name, source): the job's node list
+    (launch.nodelist_vars: the Slurm step's, else the allocation's; the allocation's under
+    mpirun), and the node Open MPI's mpirun runs on. MASTER_ADDR (torchrun and most launchers)
+    is read by `peers` itself."""
     out: list[tuple[str, str]] = []
     try:
         slurm = facts.slurm_env
     except Exception:  # an unreadable Slurm environment is the slurm area's to report
         slurm = None
     if slurm is not None:
-        for var in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        for var in launch.nodelist_vars(facts.host.env):
             names = slurm.nodelists.get(var)
             if names:
                 source = f"Slurm job {slurm.job_id}" if slurm.job_id else var

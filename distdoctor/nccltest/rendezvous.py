@@ -8,12 +8,10 @@ say "MASTER_ADDR=node1 (first host of SLURM_STEP_NODELIST)" instead of leaving u
 
 from __future__ import annotations
 
-import re
-import zlib
 from dataclasses import dataclass
 from typing import Mapping
 
-from distdoctor import hostlist
+from distdoctor import hostlist, launch
 from distdoctor.launch import detect_context
 from distdoctor.parsers import ParseError
 from distdoctor.parsers.slurm import parse_counts
@@ -102,52 +100,30 @@ def expected_rank_hosts(env: Mapping[str, str]) -> dict[int, str]:
     return placement
 
 
-def _derived_port(seed: str) -> int:
-    return PORT_BASE + zlib.crc32(seed.encode()) % PORT_SPAN
-
-
-def _hnp_host(uri: str) -> str:
-    match = re.search(r"tcp://([^,:;/\]]+)", uri)
-    return match.group(1) if match else ""
-
-
 def endpoint(env: Mapping[str, str], ident: Identity, parent_pid: int | None = None) -> Endpoint:
     """parent_pid: this process's parent; under MPICH on one node that is Hydra's proxy, the
     same for every rank, so a port derived from it keeps concurrent tests apart."""
-    addr = (env.get("MASTER_ADDR") or "").strip()
-    addr_why = "MASTER_ADDR from the environment" if addr else ""
+    job = launch.job(env)
     single_node = ident.local_world_size is not None and ident.local_world_size == ident.world_size
-    if not addr:
-        hosts = step_hosts(env)
-        hnp = _hnp_host(env.get("OMPI_MCA_orte_hnp_uri", ""))
-        if ident.launcher == "srun" and hosts:
-            addr, addr_why = hosts[0], "the first host of the Slurm step's nodelist (MASTER_ADDR unset)"
-        elif ident.world_size == 1 or single_node or ident.launcher == "local":
-            addr, addr_why = "127.0.0.1", "every rank runs on this host (MASTER_ADDR unset)"
-        elif ident.launcher == "openmpi" and hnp:
-            addr, addr_why = hnp, ("the host mpirun runs on, from OMPI_MCA_orte_hnp_uri (MASTER_ADDR unset; "
-                                   "set MASTER_ADDR if rank 0 runs elsewhere)")
-        else:
-            raise RendezvousError(
-                f"MASTER_ADDR is not set and cannot be derived under {ident.description} with ranks on "
-                f"several hosts: export MASTER_ADDR=<rank 0's host> (and MASTER_PORT) before launching")
+    on_this_host = ident.world_size == 1 or single_node or ident.launcher == "local"
+    named = bool((env.get("MASTER_ADDR") or "").strip()) or ident.launcher == "srun"
+    if job.rank0_host and (named or not on_this_host):
+        addr, addr_why = job.rank0_host, job.rank0_why
+    elif on_this_host:  # the loopback: no name to resolve, no route to need
+        addr, addr_why = "127.0.0.1", "every rank runs on this host (MASTER_ADDR unset)"
+    else:
+        raise RendezvousError(
+            f"MASTER_ADDR is not set and cannot be derived under {ident.description} with ranks on "
+            f"several hosts: export MASTER_ADDR=<rank 0's host> (and MASTER_PORT) before launching")
     raw_port = (env.get("MASTER_PORT") or "").strip()
     if raw_port:
         if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
             raise RendezvousError(f"MASTER_PORT={raw_port!r} is not a TCP port number (1-65535)")
         return Endpoint(addr, int(raw_port), addr_why, "MASTER_PORT from the environment")
-    if ident.job_id:
-        seed = f"slurm:{ident.job_id}.{ident.step_id}"
-        port_why = f"derived from Slurm job {ident.job_id} step {ident.step_id or '-'} (MASTER_PORT unset)"
-    elif env.get("OMPI_MCA_ess_base_jobid"):
-        seed = f"ompi:{env['OMPI_MCA_ess_base_jobid']}"
-        port_why = f"derived from the Open MPI job id {env['OMPI_MCA_ess_base_jobid']} (MASTER_PORT unset)"
-    elif env.get("TORCHELASTIC_RUN_ID") and env.get("TORCHELASTIC_RUN_ID") != "none":
-        seed = f"torchrun:{env['TORCHELASTIC_RUN_ID']}"
-        port_why = "derived from TORCHELASTIC_RUN_ID (MASTER_PORT unset)"
-    elif ident.launcher == "mpich" and single_node and parent_pid:
-        seed = f"mpich:{parent_pid}"
-        port_why = f"derived from the pid of MPICH's proxy ({parent_pid}) (MASTER_PORT unset)"
-    else:
-        return Endpoint(addr, DEFAULT_PORT, addr_why, f"the default {DEFAULT_PORT} (MASTER_PORT unset)")
-    return Endpoint(addr, _derived_port(seed), addr_why, port_why)
+    if job.seed:
+        return Endpoint(addr, launch.derived_port(job.seed, PORT_BASE, PORT_SPAN), addr_why,
+                        f"derived from {job.seed_why} (MASTER_PORT unset)")
+    if ident.launcher == "mpich" and single_node and parent_pid:
+        return Endpoint(addr, launch.derived_port(f"mpich:{parent_pid}", PORT_BASE, PORT_SPAN), addr_why,
+                        f"derived from the pid of MPICH's proxy ({parent_pid}) (MASTER_PORT unset)")
+    return Endpoint(addr, DEFAULT_PORT, addr_why, f"the default {DEFAULT_PORT} (MASTER_PORT unset)")

@@ -8,10 +8,10 @@ Anyone who reaches the port can still write to the store (TCPStore has no authen
 every value a rank publishes is sealed with an HMAC of the job's token and the key it is
 written under; a value that does not open is a finding about whoever wrote it, never a
 KeyError. The token is DISTDOCTOR_JOB_TOKEN when the launcher exports one (`--local` makes a
-random one for its ranks); otherwise it is derived from the job's identity (Slurm job and step,
-Open MPI job id, torchrun run id, the rendezvous address and port), which tells this job's data
-from another job's on the same port and from garbage, but not from a user who can read the
-job's environment: export a random DISTDOCTOR_JOB_TOKEN for that.
+random one for its ranks); otherwise it is derived from the job's seed (distdoctor.launch.job:
+Open MPI job id, Slurm job and step, torchrun run id) and the rendezvous address and port,
+which tells this job's data from another job's on the same port and from garbage, but not from
+a user who can read the job's environment: export a random DISTDOCTOR_JOB_TOKEN for that.
 
 Arrival is one shared roll (TCPStore.append) that every rank adds one sealed line to, and a
 counter: rank 0 reads the roll once, whatever the world size, and sees in it every process
@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor import launch
+
 TOKEN_ENV = "DISTDOCTOR_JOB_TOKEN"
 ROLL = "roll"
 ARRIVED = "arrived"
@@ -48,9 +50,9 @@ def job_token(env: Mapping[str, str], addr: str, port: int) -> tuple[str, str]:
     given = (env.get(TOKEN_ENV) or "").strip()
     if given:
         return given, f"{TOKEN_ENV} from the environment"
-    parts = [env.get(k, "") for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid",
-                                      "TORCHELASTIC_RUN_ID")]
-    seed = "\0".join(["distdoctor-nccl-test", *parts, addr, str(port)])
+    # launch.job's seed, not Slurm's variables as this rank sees them: under mpirun inside an
+    # allocation the ranks on mpirun's node and the others are in different Slurm steps
+    seed = "\0".join(["distdoctor-nccl-test", launch.job(env).seed, addr, str(port)])
     return hashlib.sha256(seed.encode()).hexdigest(), "derived from the job's identity and rendezvous address"
 
 

@@ -135,3 +135,19 @@ def test_a_rootless_podman_tap_behind_a_gateway_is_natted():
     f = main_finding(run_check(net.nccl_socket_interface, host))
     assert f.status is Status.WARN and "gateway 10.0.2.2" in f.summary, f
     assert f.fix.startswith("docker run --network=host")
+
+
+def test_an_mpirun_rank_in_its_daemons_step_still_sees_every_node_of_the_allocation():
+    """Real capture (tests/data/launch): rank 1 of mpirun inside `sbatch -N2` runs in the step
+    of the daemon mpirun started with srun, whose node list is its own node only."""
+    from distdoctor.parsers.slurm import parse_env_dump
+    from tests.conftest import data_path
+
+    with open(data_path("launch", "mpirun_in_slurm_sbatch_rank1.env")) as fh:
+        env = parse_env_dump(fh.read()).values
+    assert env["SLURM_STEP_NODELIST"] == "node2"
+    host = node(env, {"10.10.0.9": route_json("enp1s0f0", "10.10.0.9", "10.10.0.5"),
+                      "10.132.192.11": route_json("enp1s0f0", "10.132.192.11", "10.10.0.5")},
+                resolve={"node1": ["10.10.0.9"], "node2": ["10.10.0.5"]})
+    names = [p.name for p in Facts(host).peers]
+    assert "node1" in names and "node2" not in names

@@ -67,9 +67,9 @@ class Context:
 
 
 def _finding(status: Status, summary: str, subject: str = "", explanation: str = "",
-             fix: FixLike = "", evidence: Mapping[str, Any] | None = None) -> Finding:
+             fix: FixLike = "", evidence: Mapping[str, Any] | None = None, action: str = "") -> Finding:
     text, records = remedy_of(fix)
-    return Finding(status, summary, subject, explanation, text, dict(evidence or {}), records)
+    return Finding(status, summary, subject, explanation, text, dict(evidence or {}), action, records)
 
 
 def ok(summary: str, **kw) -> Finding:

@@ -39,7 +39,8 @@ def memlock(nodes: Sequence[str] = (), slurm: bool = False, here: str = "") -> F
     daemon's unit is what to change; elsewhere limits.conf, which new logins pick up."""
     if slurm:
         return Fix(MEMLOCK_SLURMD, nodes,
-                   _where(here, "slurmd's tasks inherit its locked-memory limit; give the daemon an unlimited one"))
+                   _where(here, "slurmd's tasks inherit its locked-memory limit; give the daemon an unlimited one "
+                                "(outside Slurm: limits.conf)"))
     return Fix((MEMLOCK_LIMITS_CONF,), nodes,
                _where(here, "new logins get it (start the job's sessions again); Slurm tasks inherit slurmd's "
                             "limit instead (LimitMEMLOCK=infinity in its unit); in a container: "

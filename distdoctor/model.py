@@ -105,6 +105,9 @@ class Finding:
     explanation: str = ""
     fix: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    # What the node needs (distdoctor/hardware/actions.py: none, fix-config, restart-app,
+    # app-error, reset-gpu, reboot, replace-hardware); "" where a finding names no such thing.
+    action: str = ""
     remedy: tuple[Fix, ...] = ()
 
     def __post_init__(self):
@@ -125,6 +128,8 @@ class Finding:
             "fix": self.fix,
             "evidence": dict(self.evidence),
         }
+        if self.action:
+            out["action"] = self.action
         if self.remedy:
             out["remedy"] = [r.to_dict() for r in self.remedy]
         return out

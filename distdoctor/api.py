@@ -69,7 +69,7 @@ class Context:
 def _finding(status: Status, summary: str, subject: str = "", explanation: str = "",
              fix: FixLike = "", evidence: Mapping[str, Any] | None = None, action: str = "") -> Finding:
     text, records = remedy_of(fix)
-    return Finding(status, summary, subject, explanation, text, dict(evidence or {}), action, records)
+    return Finding(status, summary, subject, explanation, text, dict(evidence or {}), action, remedy=records)
 
 
 def ok(summary: str, **kw) -> Finding:
@@ -97,7 +97,7 @@ class ProbeTimeout(Exception):
                  evidence: Mapping[str, Any] | None = None):
         super().__init__(summary)
         text, records = remedy_of(fix)
-        self.finding = Finding(Status.TIMEOUT, summary, subject, explanation, text, dict(evidence or {}), records)
+        self.finding = Finding(Status.TIMEOUT, summary, subject, explanation, text, dict(evidence or {}), remedy=records)
 
 
 CheckResult = Iterator[Finding]

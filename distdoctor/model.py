@@ -108,7 +108,7 @@ class Finding:
     # What the node needs (distdoctor/hardware/actions.py: none, fix-config, restart-app,
     # app-error, reset-gpu, reboot, replace-hardware); "" where a finding names no such thing.
     action: str = ""
-    remedy: tuple[Fix, ...] = ()
+    remedy: tuple[Fix, ...] = field(default=(), kw_only=True)  # by name only, never taken for action
 
     def __post_init__(self):
         if not isinstance(self.fix, str) or (self.remedy and not self.fix):

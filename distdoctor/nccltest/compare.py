@@ -197,7 +197,7 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
         if diff.key == "gpu_slot":
             subject = job.host_of.get(diff.outliers[0], "?")
         findings.append(Finding(found.status, found.summary, subject, found.explanation, found.fix, found.evidence,
-                                found.remedy))
+                                remedy=found.remedy))
 
     by_node: "OrderedDict[str, list[dict]]" = OrderedDict()
     for fp in job.fps:
@@ -207,7 +207,7 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     for diff in engine.compare(nodes, NODE_RULES):
         found = engine.to_finding(diff, noun="node")
         findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence,
-                                found.remedy))
+                                remedy=found.remedy))
 
     findings.extend(_gpu_visibility(job.fps, by_node))
 

@@ -57,7 +57,7 @@ def test_a_finding_given_records_keeps_them_and_prints_each_step_once():
                                 "comment": fixes.MTU_PERSIST}
     json.dumps(doc)
     # the engine copies findings positionally: the record survives a copy that passes it on
-    copy = Finding(Status.FAIL, "x", "", "", finding.fix, {}, finding.remedy)
+    copy = Finding(Status.FAIL, "x", "", "", finding.fix, {}, remedy=finding.remedy)
     assert copy.remedy == finding.remedy and copy.fix == finding.fix
 
 

@@ -133,4 +133,4 @@ def test_one_cause_is_one_finding_and_fixes_name_the_judged_node():
     cfg.expect = {"shm.size": ">= 1073741824"}
     facts = Facts(gpu_node(), cfg, options={"node": "nwcnode1"})
     [judged] = run_checks([node.expectations], lambda info: Context(facts, info.params), jobs=1, total_timeout=30)
-    assert "# on nwcnode1" in judged.findings[0].fix and "gpu-a01" not in judged.findings[0].fix
+    assert "on nwcnode1" in judged.findings[0].fix and "gpu-a01" not in judged.findings[0].fix

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distdoctor import fixes
 from distdoctor.api import Context, check, fail, ok, warn
 
 GIB = 1024 ** 3
@@ -23,24 +24,16 @@ def shm_size(ctx: Context):
     shm = ctx.facts.shm
     minimum = int(ctx.params["min_bytes"])
     evidence = {"path": shm.path, "total_bytes": shm.total, "free_bytes": shm.free, "min_bytes": minimum}
-    container = ctx.facts.container_network
-    if container == "kubernetes":
-        grow = "# in the pod spec: mount an emptyDir with medium: Memory (and a sizeLimit) at /dev/shm"
-    elif container:
-        grow = f"{container} run --shm-size=16g ...   # or --ipc=host"
-    else:
-        # A bare host: /dev/shm is the kernel's tmpfs, sized by its mount (half of RAM by default).
-        grow = f"# as root on {ctx.host.hostname()}\nmount -o remount,size=16g /dev/shm"
     if shm.total is None:
         yield fail("/dev/shm does not exist", subject="/dev/shm", evidence=evidence,
                    explanation="NCCL and torch DataLoader workers need a tmpfs at /dev/shm.",
-                   fix="mount -t tmpfs -o size=8g tmpfs /dev/shm   # or run the container with --ipc=host")
+                   fix=fixes.shm_missing(here=ctx.host.hostname()))
     elif shm.total < minimum:
         yield warn(f"/dev/shm is only {_size(shm.total)} (want at least {_size(minimum)})", subject="/dev/shm",
                    evidence=evidence,
                    explanation="NCCL's shared-memory transport fails with 'No space left on device' when "
                                "/dev/shm is small; Docker's default is 64 MB.",
-                   fix=grow)
+                   fix=fixes.shm_size(fixes.SHM_SUGGESTED, here=ctx.host.hostname()))
     else:
         yield ok(f"/dev/shm is {_size(shm.total)} ({_size(shm.free or 0)} free)", subject="/dev/shm",
                  evidence=evidence)
@@ -58,16 +51,8 @@ def memlock_limit(ctx: Context):
     if limit.soft < 0:
         yield ok("locked memory is unlimited", evidence=evidence)
         return
-    node = ctx.host.hostname()
-    if ctx.run_context.kind.startswith("slurm"):
-        # Slurm tasks inherit slurmd's own limit (limits.conf does not apply to the daemon).
-        fix = (f"# as root on {node}: slurmd's tasks inherit its limit; give the daemon an unlimited one\n"
-               "mkdir -p /etc/systemd/system/slurmd.service.d && "
-               "printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/slurmd.service.d/memlock.conf "
-               "&& systemctl daemon-reload && systemctl restart slurmd")
-    else:
-        fix = (f"# as root on {node} (new logins get it; in Docker use --ulimit memlock=-1 instead)\n"
-               "echo '* - memlock unlimited' > /etc/security/limits.d/90-memlock.conf")
+    # Slurm tasks inherit slurmd's own limit (limits.conf does not apply to the daemon).
+    fix = fixes.memlock(slurm=ctx.run_context.kind.startswith("slurm"), here=ctx.host.hostname())
     if limit.hard >= 0 and limit.hard == limit.soft:
         raise_hint = " The hard limit is the same, so this process cannot raise it."
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from distdoctor import remote
+from distdoctor.remote import Fix
 from distdoctor.parsers.etc_hosts import HostsLine
 
 def _bre(text: str) -> str:
@@ -19,15 +20,15 @@ def _bre(text: str) -> str:
 _LOCAL_NAMES = re.compile(r"^(localhost|ip6-localhost|ip6-loopback)(\.localdomain)?$", re.I)
 
 
-def hosts_fix(node: str, line: HostsLine, name: str, address: str) -> str:
+def hosts_fix(node: str, line: HostsLine, name: str, address: str) -> Fix:
     """Shell for `node` that maps `name` to `address` instead of line's loopback address. The
     file is rewritten in place (`> /etc/hosts`), not replaced (`sed -i` renames a new file over
     it, which fails where /etc/hosts is a bind mount: containers, and Slurm's per-node mounts).
     The edit is tied to the line's number and its address, so a file changed since does not get
     a wrong line edited."""
-    where = f"# as root on {remote.shown([node])}: /etc/hosts line {line.number} maps {name} to {line.address}"
+    where = f"as root on {remote.shown([node])}: /etc/hosts line {line.number} maps {name} to {line.address}"
     if not remote.plain(address) or not remote.plain(name) or not remote.host_name(node):
-        return "\n".join([where, remote.comment(f"map {name} to its cluster address ({address}) there instead")])
+        return Fix((), (), f"{where}; map {name} to its cluster address ({address}) there instead")
     old = _bre(line.address)
     others = [n for n in line.names if n.lower() not in (name.lower(), name.split(".", 1)[0].lower())]
     if not any(_LOCAL_NAMES.match(n) for n in others):
@@ -39,4 +40,4 @@ def hosts_fix(node: str, line: HostsLine, name: str, address: str) -> str:
         drop = f"{line.number}s/[[:space:]]{_bre(name)}\\([[:space:]]\\|$\\)/\\1/"
         script = (f"hosts=$(sed '{drop}' /etc/hosts) && printf '%s\\n%s\\n' \"$hosts\" '{address} {name}' "
                   "> /etc/hosts")
-    return "\n".join([where, script])
+    return Fix((script,), (), where)

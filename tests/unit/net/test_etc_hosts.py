@@ -7,12 +7,17 @@ import subprocess
 
 import pytest
 
-from distdoctor.loopback_name import hosts_fix
+from distdoctor import remote
+from distdoctor.loopback_name import hosts_fix as _hosts_fix
 from distdoctor.parsers.etc_hosts import loopback_lines, parse_etc_hosts
 
 DEBIAN = "127.0.0.1\tlocalhost\n127.0.1.1\tgpu-7.cluster gpu-7\n\n# The following lines are desirable for IPv6\n" \
          "::1     localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\n"
 CONTAINER = "127.0.0.1 localhost gpu-7  # written by the image\n::1 localhost\n10.0.0.9 other\n"
+
+
+def hosts_fix(*args) -> str:
+    return remote.render(_hosts_fix(*args))
 
 
 def _apply(fix: str, text: str, tmp_path) -> str:

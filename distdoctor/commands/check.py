@@ -246,7 +246,7 @@ def _undelivered(report: Report, job, why: str, host) -> Report:
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,
                 deadline: float, out: output.ReservedStdout) -> int:
     """Rank 0: wait (bounded) for the other nodes' reports and print one report for the job."""
-    from distdoctor import remote
+    from distdoctor import fixes, remote
     from distdoctor.crosscheck import jobreport, nodes
 
     reports = {job.node: doc}
@@ -278,8 +278,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
             # when that is 'timed out', this node (rank 0) drops what the others send.
             fix += (f"\n# if {node}'s output says its report timed out reaching rank 0: this node drops inbound "
                     "connections; let the cluster network in:\n"
-                    + remote.on([job.node], f"nft insert rule inet filter input "
-                                            f"{'ip6' if ':' in own_network else 'ip'} saddr {own_network} accept"))
+                    + remote.render(fixes.firewall_allow_from(job.node, [own_network])))
         missing.append(nodes.Missing(node, f"{node}: {why}", fix))
     if not job.expected and len(reports) < job.nodes:
         short = job.nodes - len(reports)

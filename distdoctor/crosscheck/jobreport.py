@@ -355,7 +355,7 @@ def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
     """(summary, explanation, fix) for a node whose report could not reach rank 0: the report is
     printed here instead, and says which node's firewall to open when the connection timed out
     (rank 0 drops inbound traffic) or what refused means."""
-    from distdoctor import remote
+    from distdoctor import fixes, remote
 
     summary = f"this node's report could not reach rank 0 ({p.address}, port {p.port}): {why}"
     lowered = why.lower()
@@ -364,8 +364,7 @@ def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
                        "between drops it). The job's rendezvous and NCCL need every node to reach rank 0's node.")
         lines = [f"# on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule"]
         if network and remote.plain(network):
-            family = "ip6" if ":" in network else "ip"
-            lines.append(remote.on([p.address], f"nft insert rule inet filter input {family} saddr {network} accept"))
+            lines.append(remote.render(fixes.firewall_allow_from(p.address, [network])))
         else:
             lines.append(remote.on([p.address], "nft list ruleset"))
         return summary, explanation, "\n".join(lines)

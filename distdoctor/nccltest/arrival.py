@@ -7,7 +7,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 from distdoctor.api import fail, ok
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
@@ -95,9 +95,8 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
     rank0 = next((f for f in fps if f.get("rank") == 0), None)
     node = str((rank0.get("slurm") or {}).get("node") or rank0.get("host") or "") if rank0 else ""
     if node and network and remote.plain(network):
-        family = "ip6" if ":" in network else "ip"
         fix += (f"\n# it times out: rank 0's node {node} drops inbound connections; let the cluster network in there:\n"
-                + remote.on([node], f"nft insert rule inet filter input {family} saddr {network} accept"))
+                + remote.render(fixes.firewall_allow_from(node, [network])))
     return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),
                 fix=fix, evidence={"missing_ranks": missing, "hosts_without_ranks": never,
                                    "arrived_hosts": sorted(h for h in arrived_hosts if h)})

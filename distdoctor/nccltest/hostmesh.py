@@ -310,7 +310,7 @@ def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Ma
     lines = []
     for i, iface, mtu in wrong:
         if remote.plain(iface) and iface:
-            lines.append(remote.on([hmap.hosts[i]], f"ip link set dev {iface} mtu {passes}"))
+            lines.append(remote.render(fixes.mtu(iface, passes, [hmap.hosts[i]])))
         else:
             lines.append(remote.comment(f"on {hmap.hosts[i]}: set the MTU of its cluster interface to {passes}"))
     if not lines:

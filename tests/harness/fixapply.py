@@ -8,6 +8,7 @@ nodes are namespaces, not ssh hosts)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from typing import Callable, Mapping, Sequence
@@ -37,11 +38,9 @@ def run_on_nodes(fix: str, on: Callable[[str], Sequence[str]], here: str) -> lis
         if not text:
             continue
         if text.startswith("#"):
-            words = text.lstrip("# ").split()
-            if "on" in words:
-                after = words[words.index("on") + 1:]
-                if after:
-                    node = after[0].rstrip(":,")
+            named = re.match(r"#\s*(?:as root )?on ([A-Za-z0-9._-]+)[:,]", text)
+            if named:
+                node = named.group(1)
             continue
         argv = shlex.split(text, comments=True)
         target = node

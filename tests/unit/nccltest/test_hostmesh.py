@@ -93,6 +93,7 @@ def test_a_measured_path_mtu_names_the_size_and_lowers_only_the_ends_above_it():
     [found] = hostmesh.findings(hostmesh.group(fps), hostmesh.judge(2, results), 2, 1 << 20)
     assert found.summary.startswith("h0 (rank 0) -> h1 (rank 1): the path carries packets of 1500 bytes, not 9000 ")
     assert found.fix.splitlines()[0] == "ssh h0 ip link set dev eth0 mtu 1500"
+    assert found.fix.splitlines()[1].startswith("# lasts until a reboot")
     assert "h1 ip link" not in found.fix
     # Nothing measured (UDP filtered): the stall as before, no MTU verdict.
     results = {(0, 1): {"status": "stalled", "moved": 1, "path": {"route_mtu": 9000, "passes": 0, "no_echo": True}}}

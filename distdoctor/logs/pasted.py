@@ -20,6 +20,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from distdoctor.logs import pasted_tools
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
@@ -39,6 +40,8 @@ _OMPI_PARSABLE = re.compile(r"^(?:mca|ompi|opal|orte|pmix|options|path|compiler|
 _OMPI_HUMAN = re.compile(r"^\s*(?:Package: Open MPI|Open MPI: \d|MPI extensions: |MCA [\w ]+: (?:informational|parameter) \")")
 _SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+_ADDRESS_WORD = re.compile(r"\binet6?\b|\binet addr:|\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b|"
+                           r"\b[0-9a-fA-F]{1,4}:[0-9a-fA-F:]*/\d{1,3}\b")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
 
@@ -73,7 +76,9 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             continue
         body = line.lstrip()
         kind = end = None
-        if _IP_FULL.match(body) or _IFCONFIG.match(body):
+        if (tool := pasted_tools.detect(lines, i)) is not None and tool[0] == "link_names":
+            kind, end = tool
+        elif _IP_FULL.match(body) or _IFCONFIG.match(body):
             kind, end = "interfaces", _block(lines, i, lambda s: bool(_IP_FULL.match(s) or _IFCONFIG.match(s)))
         elif _IP_ONELINE.match(body):
             kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_ONELINE.match(s) or _IP_FULL.match(s)))
@@ -87,6 +92,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "collect_env", _collect_env_end(lines, i)
         elif _SMI.search(line):
             kind, end = "smi", _smi_end(lines, i)
+        elif (tool := pasted_tools.detect(lines, i)) is not None:
+            kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
         elif _OMPI_HUMAN.match(body):
@@ -316,7 +323,7 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
             self.notes.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
             return
-        if not sections:
+        if not sections and not any(k.startswith("SLURM_") for k in env):
             return
         size = sum(len(sec.text) for sec in sections)
         if self.kept + size > self.MAX_KEPT:
@@ -330,8 +337,8 @@ class Collector:
 
     def runs(self) -> list[CheckRun]:
         out = list(self.notes)
-        for _source, sections, env in self.found:
-            out.extend(_judge_all(sections, env))
+        for source, sections, env in self.found:
+            out.extend(_judge_all(sections, env, source))
         return out
 
 
@@ -342,7 +349,7 @@ def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
     return collector.runs()
 
 
-def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
+def _judge_all(sections: list[Section], env: dict[str, str], source: str = "") -> list[CheckRun]:
     # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
     # the GPUs any section shows tell whether a CUDA-aware MPI matters
     smi = None
@@ -359,6 +366,10 @@ def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
     out: list[CheckRun] = []
     for section in sections:
         out.extend(_judge(section, env, smi, gpus))
+    slurm = pasted_tools.slurm_env_run(env, source) if source else None
+    if slurm is not None:
+        out.append(slurm)
+        out.extend(pasted_tools.slurm_env_checks(env, source))
     return out
 
 
@@ -369,11 +380,18 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
 
 def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
+    if section.kind in pasted_tools.KINDS:
+        return pasted_tools.runs(section.kind, section.text, where, env)
+    if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):
+        # `ip link` shows names and states, never addresses: unknown, not "nothing has an address"
+        return pasted_tools.runs("link_names", section.text, where, env)
     try:
         parsed = _parse(section)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
-    if not parsed or section.kind == "smi":
+    if section.kind == "smi":
+        return [pasted_tools.smi_table_run(parsed, where)] if parsed else []
+    if not parsed:
         return []
     if section.kind == "collect_env":
         return _collect_env_run(parsed, where, smi)
@@ -400,14 +418,7 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> li
 
 
 def _run_checks(ids, host) -> list[CheckRun]:
-    from distdoctor import checks as builtin
-    from distdoctor.api import Context
-    from distdoctor.engine import run_checks
-    from distdoctor.facts import Facts
-
-    infos = [c for c in builtin.CHECKS if c.id in ids]
-    facts = Facts(host)
-    return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+    return pasted_tools.run_checks(ids, host)
 
 
 def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
@@ -440,8 +451,14 @@ def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
     facts = {k: v for k, v in (("torch", env.torch_version), ("torch_cuda", env.torch_cuda),
                                  ("driver", env.driver), ("gpus", len(env.gpus)),
                                  ("os", env.get("OS")), ("platform", env.get("Python platform"))) if v}
+    available = (env.get("Is CUDA available") or "").strip()
+    # collect_env lists GPUs only when nvidia-smi answered it; CUDA available with no list is "not shown"
+    models = (env.get("GPU models and configuration") or "").strip()
+    gpus = (f"{len(env.gpus)} GPU(s)" if env.gpus else
+            f"GPU {models}" if models and models != "Could not collect" else
+            "GPUs not listed (CUDA available)" if available == "True" else f"no GPU (CUDA available: {available or '?'})")
     summary = Finding(Status.OK, f"collect_env: torch {env.torch_version or '?'} (CUDA {env.torch_cuda or 'none'}), "
-                                 f"driver {env.driver or 'unknown'}, {len(env.gpus)} GPU(s)", evidence=facts)
+                                 f"driver {env.driver or 'unknown'}, {gpus}", evidence=facts)
     title = f"torch's collect_env (pasted at {where})"
     runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
                       f"pasted collect_env at {where}")]

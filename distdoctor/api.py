@@ -63,8 +63,8 @@ class Context:
 
 
 def _finding(status: Status, summary: str, subject: str = "", explanation: str = "",
-             fix: str = "", evidence: Mapping[str, Any] | None = None) -> Finding:
-    return Finding(status, summary, subject, explanation, fix, dict(evidence or {}))
+             fix: str = "", evidence: Mapping[str, Any] | None = None, action: str = "") -> Finding:
+    return Finding(status, summary, subject, explanation, fix, dict(evidence or {}), action)
 
 
 def ok(summary: str, **kw) -> Finding:

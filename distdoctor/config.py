@@ -5,6 +5,7 @@
     timeout = 60            # seconds for the whole run
     jobs = 8                # checks in parallel
     fail_on = "fail"        # or "warn"
+    max_drained_share = 0.1 # health: no drain past this share of the partition drained by distdoctor
     disable = ["gpu.health"]
 
     [checks."gpu.inventory"]
@@ -38,6 +39,7 @@ RUN_KEYS: dict[str, type | tuple[type, ...]] = {
     "jobs": int,
     "fail_on": str,
     "disable": list,
+    "max_drained_share": (int, float),  # health's circuit breaker
 }
 CHECK_KEYS = {"timeout": (int, float), "enabled": bool}
 

@@ -82,9 +82,12 @@ class Finding:
     explanation: str = ""
     fix: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    # What the node needs (distdoctor/hardware/actions.py: none, fix-config, restart-app,
+    # app-error, reset-gpu, reboot, replace-hardware); "" where a finding names no such thing.
+    action: str = ""
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "status": self.status.value,
             "summary": self.summary,
             "subject": self.subject,
@@ -92,6 +95,9 @@ class Finding:
             "fix": self.fix,
             "evidence": dict(self.evidence),
         }
+        if self.action:
+            out["action"] = self.action
+        return out
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,10 @@ class FakeHost:
             raise value
         return value
 
+    def read_kmsg(self, max_bytes: int = 16 * 1024 * 1024, timeout: float = 2.0) -> str | None:
+        """files["/dev/kmsg"]: its records; an exception there is raised (EPERM)."""
+        return self.read_text("/dev/kmsg", max_bytes)
+
     def list_dir(self, path: str) -> list[str] | None:
         if path in self.dirs:
             return sorted(self.dirs[path])

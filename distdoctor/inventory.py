@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from distdoctor import bounded
 from distdoctor.config import toml_value
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.slurm import parse_version as parse_slurm_version
 from distdoctor.redact import REDACTED, is_secret_name
 from distdoctor.render.json import json_safe
 
@@ -48,7 +50,7 @@ FIELDS: tuple[Field, ...] = (
     _f("os.name", "distribution name", "/etc/os-release NAME"),
     _f("os.version", "distribution version", "/etc/os-release VERSION_ID"),
     _f("os.pretty", "distribution, as it names itself (collect_env's OS)", "/etc/os-release PRETTY_NAME"),
-    _f("kernel", "kernel release", "uname -r"),
+    _f("kernel", "kernel release", "uname -r", snapshot=False),
     _f("arch", "machine architecture", "uname -m"),
     _f("libc", "C library and version (collect_env's Libc version)", "confstr(CS_GNU_LIBC_VERSION)"),
     _f("gcc", "gcc version, when installed", "gcc --version", agree=False),
@@ -68,13 +70,21 @@ FIELDS: tuple[Field, ...] = (
     _f("gpu.memory_mib", "memory of the first GPU, MiB", "NVML, else nvidia-smi"),
     _f("gpu.driver", "NVIDIA driver version", "NVML, else nvidia-smi"),
     _f("gpu.uuids", "GPU UUIDs", "NVML, else nvidia-smi", agree=False),
+    _f("gpu.persistence", "persistence mode of every GPU: on, off, or mixed", "NVML, else nvidia-smi -q"),
+    _f("gpu.mig", "MIG mode of every GPU: enabled, disabled, mixed (absent where unsupported)", "NVML, else nvidia-smi -q"),
+    _f("gpu.pcie", "the narrowest GPU link's maximum: Gen5 x16", "NVML, else nvidia-smi -q"),
+    _f("gpu.nvlinks", "NVLink links per GPU (the fewest any GPU has)", "NVML, else nvidia-smi nvlink -s"),
+    _f("gpu.fabric.<clique|cluster_uuid>", "NVLink fabric clique id / cluster UUID (one NVLink domain)", "nvidia-smi -q",
+       snapshot=False),
     _f("cuda.driver", "highest CUDA version the driver supports", "NVML, else the nvidia-smi header"),
     _f("cuda.runtime", "CUDA runtime library version installed by pip", "nvidia-cuda-runtime-* package"),
-    _f("cuda.toolkit", "CUDA toolkit (nvcc) version", "nvcc --version"),
+    _f("cuda.toolkit", "CUDA toolkit (nvcc through the caller's PATH: not in --snapshot)", "nvcc --version",
+       snapshot=False),
     _f("cudnn", "cuDNN version", "nvidia-cudnn-* package, else cudnn_version.h"),
     # --- NCCL -----------------------------------------------------------------------------
-    _f("nccl.version", "NCCL a bare dlopen(\"libnccl.so.2\") loads (else the only one found)",
-       "ncclGetVersion in a throwaway interpreter"),
+    _f("nccl.version", "NCCL a bare dlopen(\"libnccl.so.2\") loads (else the only one found); follows the caller's "
+       "LD_LIBRARY_PATH, so --snapshot leaves it out (pip.nvidia_nccl_* is the installed one)",
+       "ncclGetVersion in a throwaway interpreter", snapshot=False),
     _f("nccl.versions", "every NCCL library found, when there are several", "ncclGetVersion"),
     _f("nccl.host_hash", "the host hash NCCL computes: DJB2a of hostname + boot id, or of "
        "NCCL_HOSTID; two nodes with the same hash are treated by NCCL as one", "NCCL's getHostHash, recomputed",
@@ -99,13 +109,17 @@ FIELDS: tuple[Field, ...] = (
        "(collect_env's 'Is CUDA available', predicted without importing torch)", "torch/version.py, NVML"),
     _f("rocm.version", "ROCm installation (collect_env's 'HIP runtime version')", "/opt/rocm/.info/version"),
     _f("miopen", "MIOpen version", "/opt/rocm/include/miopen/version.h"),
-    _f("mpi.impl", "MPI implementation of mpirun/mpiexec (Open MPI, MPICH, ...)", "mpirun --version"),
-    _f("mpi.version", "MPI version", "mpirun --version"),
+    _f("mpi.impl", "MPI implementation of mpirun/mpiexec (Open MPI, MPICH, ...)", "mpirun --version", snapshot=False),
+    _f("mpi.version", "MPI version (mpirun through PATH, as `module load` sets it)", "mpirun --version",
+       snapshot=False),
+    _f("slurm.version", "Slurm version", "sinfo/srun --version"),
     _f("horovod.version", "Horovod version", "horovod package metadata"),
     # --- host limits and layout -----------------------------------------------------------
     _f("limits.memlock", "RLIMIT_MEMLOCK soft limit: bytes, or \"unlimited\"", "getrlimit"),
     _f("shm.size", "size of /dev/shm, bytes", "statvfs(/dev/shm)"),
     _f("cpu.model", "CPU model", "/proc/cpuinfo"),
+    _f("cpu.flags", "CPU features compiled code may need (avx2, avx512*, amx*, fma, f16c, sse4_2)", "/proc/cpuinfo"),
+    _f("mem.total_gib", "installed memory, GiB (MemTotal, rounded)", "/proc/meminfo"),
     _f("cpu.count", "logical CPUs", "os.cpu_count()"),
     _f("cpu.usable", "CPUs this process may run on", "sched_getaffinity", agree=False),
     _f("numa.nodes", "NUMA nodes", "/sys/devices/system/node"),
@@ -129,6 +143,7 @@ FIELDS: tuple[Field, ...] = (
     _f("ib.<hca>.<port>.phys_state", "physical state (LinkUp, Polling, ...)", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.rate", "port rate", "/sys/class/infiniband"),
     _f("ib.<hca>.<port>.link_layer", "InfiniBand or Ethernet (RoCE)", "/sys/class/infiniband"),
+    _f("ib.<hca>.fw", "HCA firmware version", "/sys/class/infiniband/<hca>/fw_ver"),
     # --- the inventory itself -------------------------------------------------------------
     _f("inventory.incomplete", "sections still running when the time bound came (a hung tool)", "distdoctor",
        agree=False),
@@ -137,6 +152,9 @@ FIELDS: tuple[Field, ...] = (
 )
 
 # Packages reported as pip.<name>: what collect_env lists, and what distributed training adds.
+CPU_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*|fma|f16c|sse4_2)$")
+# Installed beside distdoctor but not what a job runs on: a snapshot does not pin them.
+SNAPSHOT_SKIP_PACKAGES = re.compile(r"^(mypy|flake8|distdoctor|pytest.*|ruff|hypothesis)$")
 RELEVANT_PACKAGES = re.compile(
     r"^(torch|torchvision|torchaudio|numpy|triton|pytorch_triton.*|mypy|flake8|onnx.*|optree|nvidia_.*|"
     r"mpi4py|horovod|deepspeed|accelerate|lightning|pytorch_lightning|transformers|jax|jaxlib|"
@@ -283,7 +301,7 @@ def _os(facts, host) -> Iterable[tuple[str, Any]]:
     yield "python.executable", host.python_executable()
 
 
-_TOOL_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+_TOOL_VERSION = re.compile(r"(?<!\d)(\d+\.\d+(?:\.\d+)?)")  # starts only where a run of digits starts: linear
 
 
 def _tool_version(host, argv: list[str], pattern: re.Pattern[str] = _TOOL_VERSION) -> str | None:
@@ -335,6 +353,11 @@ def _cudnn_header(host) -> str | None:
     return None
 
 
+def _mode(values) -> Any:
+    known = {v for v in values if v is not None}
+    return None if not known else ("mixed" if len(known) > 1 else known.pop())
+
+
 def _gpus(facts, host) -> Iterable[tuple[str, Any]]:
     driver = facts.gpu_driver
     if driver.problem is not None:
@@ -352,6 +375,15 @@ def _gpus(facts, host) -> Iterable[tuple[str, Any]]:
     yield "gpu.model", (models[0] if len(models) == 1 else models) if models else None
     yield "gpu.memory_mib", gpus[0].memory_total_mib if gpus else None
     yield "gpu.uuids", [g.uuid for g in gpus if g.uuid]
+    health = facts.gpu_health.gpus
+    yield "gpu.persistence", _mode({True: "on", False: "off"}.get(g.persistence_mode) for g in health)
+    yield "gpu.mig", _mode({True: "enabled", False: "disabled"}.get(g.mig_mode) for g in health)
+    links = [(g.pcie_gen_max, g.pcie_width_max) for g in health if g.pcie_gen_max and g.pcie_width_max]
+    yield "gpu.pcie", "Gen{} x{}".format(*min(links)) if links else None
+    nvlinks = [len(g.links) for g in facts.nvlink.gpus]
+    yield "gpu.nvlinks", min(nvlinks) if nvlinks else None
+    yield "gpu.fabric.clique", _mode(g.fabric_clique or None for g in health)
+    yield "gpu.fabric.cluster_uuid", _mode(g.fabric_cluster_uuid or None for g in health)
 
 
 def _torch(facts, host) -> Iterable[tuple[str, Any]]:
@@ -430,6 +462,10 @@ def _cpu(facts, host) -> Iterable[tuple[str, Any]]:
     model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
                   if line.split(":", 1)[0].strip() in ("model name", "Model name", "cpu model")), None)
     yield "cpu.model", model
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    yield "cpu.flags", sorted(f for f in flags if CPU_FLAGS.match(f)) if flags else None
+    mem = re.search(r"^MemTotal:\s+(\d+) kB", _read(host, "/proc/meminfo") or "", re.M)
+    yield "mem.total_gib", round(int(mem.group(1)) / 1024 ** 2) if mem else None
     yield "cpu.count", host.cpu_count()
     yield "cpu.usable", len(host.cpu_affinity())
     try:
@@ -492,6 +528,23 @@ def _infiniband(facts, host) -> Iterable[tuple[str, Any]]:
         yield f"{base}.phys_state", port.phys_state or None
         yield f"{base}.rate", port.rate or None
         yield f"{base}.link_layer", port.link_layer or None
+    for hca, version in sorted(facts.ib_firmware.items())[:MAX_IB_PORTS]:
+        yield f"ib.{hca}.fw", version
+
+
+def _slurm_version(text: str) -> str | None:
+    try:
+        return parse_slurm_version(text)
+    except ParseError:
+        return None
+
+
+def _slurm(facts, host) -> Iterable[tuple[str, Any]]:
+    tool = next((t for t in ("sinfo", "srun", "scontrol") if host.which(t)), None)
+    if tool is None:
+        return
+    result = host.run_cached([tool, "--version"], TOOL_TIMEOUT)
+    yield "slurm.version", _slurm_version(result.stdout) if result.ok else None
 
 
 # Cheap sections first, so that a slow tool (a hung nvidia-smi, mpirun) costs only what follows it.
@@ -499,7 +552,7 @@ _SECTIONS: tuple[tuple[str, Callable[[Any, Any], Iterable[tuple[str, Any]]]], ..
     ("os", _os), ("identity", _identity), ("cpu", _cpu), ("limits", _limits), ("container", _container),
     ("packages", _packages), ("torch", _torch), ("network", _network), ("infiniband", _infiniband),
     ("tools", _tools), ("environment", _environment), ("gpus", _gpus), ("cuda", _cuda_available), ("rocm", _rocm),
-    ("nccl", _nccl),
+    ("nccl", _nccl), ("slurm", _slurm),
     ("mpi", _mpi),
 )
 
@@ -509,44 +562,10 @@ def snapshot_names(inventory: dict[str, Any]) -> list[str]:
     out = []
     for name, value in inventory.items():
         row = field_for(name)
-        if row is not None and row.snapshot and value is not None:
+        if row is not None and row.snapshot and value is not None and not (
+                name.startswith("pip.") and SNAPSHOT_SKIP_PACKAGES.match(name[4:])):
             out.append(name)
     return out
-
-
-def markdown() -> str:
-    """docs/inventory.md, generated from FIELDS and COLLECT_ENV."""
-    lines = [
-        "# Node inventory",
-        "",
-        "Generated by `python -m distdoctor.docgen inventory` from `distdoctor/inventory.py`; do not edit by hand.",
-        "",
-        "Every `distdoctor check --format json` report carries this node's inventory under the top-level",
-        "key `\"inventory\"`: a flat object of named facts whose values are JSON scalars or short lists of",
-        "scalars. `distdoctor inventory` prints it as `name = value` lines (`--format json` for JSON);",
-        "attach that to a bug report instead of `python -m torch.utils.collect_env` (it answers every",
-        "collect_env question but one without importing torch; table below). A fact that cannot be read",
-        "is absent or `null`; values of NCCL settings whose names look secret are `<redacted>`.",
-        "When a tool hangs, the inventory is cut at its time bound and `inventory.incomplete` lists the",
-        "sections that did not finish.",
-        "",
-        "Names are stable: `[expect]` tables in the config file and cross-node comparisons key on them.",
-        "`<name>`, `<hca>`, `<port>`, `<package>`, `<NAME>` stand for an interface, HCA, port number,",
-        "normalized package name (`nvidia_nccl_cu12`) or setting name. The last column says whether the",
-        "fact should be the same on every node of a job (what cross-node comparisons hold them to); the",
-        "last whether `distdoctor inventory --snapshot` writes it into an `[expect]` table (see",
-        "docs/health.md): the node's own properties, not the environment of the shell it runs in.",
-        "",
-        "| Name | Meaning | Source | Same on every node | In --snapshot |",
-        "|---|---|---|---|---|",
-    ]
-    for row in FIELDS:
-        lines.append(f"| `{row.name}` | {row.meaning} | {row.source} | {'yes' if row.agree else 'no'} | "
-                     f"{'yes' if row.snapshot else 'no'} |")
-    lines += ["", "## From `torch.utils.collect_env`", "", "| collect_env prints | inventory name |", "|---|---|"]
-    for label, name in COLLECT_ENV.items():
-        lines.append(f"| {label} | {f'`{name}`' if name else 'not reported: only the loaded torch knows'} |")
-    return "\n".join(lines) + "\n"
 
 
 def text_value(value: Any) -> str:

@@ -21,6 +21,7 @@ from distdoctor.crosscheck import engine
 from distdoctor.crosscheck.engine import DIFFER, Rule, fold
 from distdoctor.crosscheck.rules import NODE_RULES
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
+from distdoctor.remote import Fix
 
 # Reports this code can read: the same MAJOR schema (docs/report.schema.json).
 SCHEMA_MAJOR = "1"
@@ -220,8 +221,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    def address(nodes: Sequence[str], command: str) -> str:
-        return remote.on(nodes, command, by_file)
+    def address(fix: Fix) -> Fix:
+        return dataclasses.replace(fix, by_file=[n for n in fix.nodes if n in by_file])
 
     diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
     for diff, finding in zip(diffs, diff_findings):

@@ -9,18 +9,30 @@ facts it has (`select`); what a rule says, how bad it is and its fix are written
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from typing import Any, Sequence
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 from distdoctor.crosscheck import engine
 from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule
 from distdoctor.model import Status
 from distdoctor.nccl_socket import shell_word
 from distdoctor.redact import REDACTED
+from distdoctor.remote import Fix
 
 _STATUS_BY_NAME = {s.value: s for s in Status}
 _IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
+
+
+def _unlimited(value: Any) -> bool:
+    return value is not None and engine.matches_expectation(value, "unlimited")
+
+
+def _memlock_fix(diff: engine.Difference, slurm: bool = False) -> Fix:
+    # RDMA wants the limit unlimited, not the majority value: the nodes to change are the limited ones.
+    return fixes.memlock([m for g in diff.groups if not _unlimited(g.value) for m in g.members], slurm=slurm)
 
 
 def _env_fix(diff: engine.Difference) -> str:
@@ -32,12 +44,9 @@ def _env_fix(diff: engine.Difference) -> str:
     return f"# set {remote.shown([name])} to one value for every rank, before srun/mpirun (mpirun -x {remote.shown([name])})"
 
 
-def _mtu_command(diff: engine.Difference) -> str:
-    # Not persistent across reboots: the distribution's network config must say the same.
+def _mtu_fix(diff: engine.Difference) -> Fix:
     iface = _IFACE.match(diff.key)
-    if not iface or not remote.plain(iface.group(1)) or not remote.plain(diff.reference):
-        return ""
-    return f"ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
+    return fixes.mtu(iface.group(1) if iface else "", diff.reference, diff.outliers)
 
 
 def _install_fix(what: str):
@@ -119,7 +128,7 @@ NODE_RULES: tuple[Rule, ...] = (
     # Network and limits.
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
          "an MTU smaller on some nodes drops or fragments the large packets the others send: "
-         "transfers hang or crawl", run=_mtu_command),
+         "transfers hang or crawl", _mtu_fix),
     Rule("ib.*.state", "state of IB port *", AGREE, Status.FAIL,
          "a rank bound to a port that is down hangs at init", run="ibstat"),
     Rule("ib.*.rate", "rate of IB port *", AGREE, Status.WARN,
@@ -128,12 +137,10 @@ NODE_RULES: tuple[Rule, ...] = (
          "InfiniBand and RoCE ports need different NCCL settings", ""),
     Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
          "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}",
-         run='echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf'),
+         _memlock_fix),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "# in a container: start it with --shm-size={reference} or --ipc=host",
-         run="mount -o remount,size={reference} /dev/shm"),
+         lambda diff: fixes.shm_size(diff.reference, diff.outliers)),
     # What NCCL chose, as its INFO log says (distdoctor log).
     Rule("nccl.network", "NCCL network transport", AGREE, Status.WARN,
          "some ranks chose InfiniBand/RoCE and others sockets: the slow ranks set the pace, or the two "
@@ -155,6 +162,13 @@ NODE_RULES: tuple[Rule, ...] = (
          "the same check ends differently on some nodes: those nodes differ from the rest",
          best=_best_status, run=_check_command),
 )
+
+
+def under_slurm(chosen: Sequence[Rule]) -> tuple[Rule, ...]:
+    """The same rules with the remedies for nodes whose tasks slurmd starts: they inherit the
+    daemon's locked-memory limit, so its unit is what to change."""
+    slurmd = functools.partial(_memlock_fix, slurm=True)
+    return tuple(dataclasses.replace(r, fix=slurmd) if r.key == "limits.memlock" else r for r in chosen)
 
 
 def select(*keys: str) -> tuple[Rule, ...]:

@@ -23,6 +23,55 @@ class Files:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
+    def read_bytes(self, path: str, max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
+        """At most max_bytes of the file, or None when it does not exist (a process that exited:
+        /proc/<pid>/environ). Other errors raise OSError, as for read_text."""
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(max_bytes)
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
+            return None
+
+    def file_info(self, path: str) -> tuple[int, float] | None:
+        """(size in bytes, modification time) of the file, or None when it does not exist."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return st.st_size, st.st_mtime
+
+    def sleep(self, seconds: float) -> None:
+        """Waiting between two samples (CPU time, RAS): FakeHost skips it."""
+        time.sleep(max(0.0, seconds))
+
+    def read_kmsg(self, max_bytes: int = 16 * 1024 * 1024, timeout: float = 2.0) -> str | None:
+        """The kernel's ring buffer from /dev/kmsg, one record per line ("6,1234,5678901,-;msg"),
+        read without consuming it (each open reads from the oldest record) and without blocking
+        at the end (O_NONBLOCK: EAGAIN means no more). None when there is no /dev/kmsg; OSError
+        (EPERM under kernel.dmesg_restrict, a container without it) for the caller to fall back."""
+        try:
+            fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        records: list[str] = []
+        size = 0
+        deadline = time.monotonic() + timeout
+        try:
+            while size < max_bytes and time.monotonic() < deadline:
+                try:
+                    chunk = os.read(fd, 8192)  # one record per read
+                except BlockingIOError:
+                    break
+                except BrokenPipeError:
+                    continue  # EPIPE: the record was overwritten while we read; the next one follows
+                if not chunk:
+                    break
+                size += len(chunk)
+                records.append(chunk.decode("utf-8", "replace").rstrip("\n"))
+        finally:
+            os.close(fd)
+        return "\n".join(records) + ("\n" if records else "")
+
     def list_dir(self, path: str) -> list[str] | None:
         try:
             return sorted(os.listdir(path))

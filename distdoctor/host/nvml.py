@@ -7,6 +7,7 @@ import sys
 from typing import Any, Mapping
 
 from distdoctor import bounded
+from distdoctor.host import nvml_health
 
 
 class Nvml:
@@ -16,7 +17,8 @@ class Nvml:
         """The driver and every GPU as NVML (nvidia-ml-py) reports them, as plain data:
         {"status": "ok" | "unavailable" | "error" | "hung", "error": str, "driver_version": str,
         "cuda_version": int (12040 is 12.4), "gpus": [{index, name, uuid, bus_id, memory_total_mib,
-        persistence_mode, mig_mode, ecc_uncorrected, throttle_reasons, mig_devices}]}.
+        persistence_mode, mig_mode, ecc_uncorrected, throttle_reasons, mig_devices, health}]} (health:
+        host/nvml_health.py).
         "unavailable" (no nvidia-ml-py, no libnvidia-ml: a login node) costs a failed dlopen;
         callers then ask nvidia-smi. NVML blocks on a GPU that fell off the bus, so the calls
         run on a daemon thread that is abandoned after `timeout`. DISTDOCTOR_NVML=0 turns NVML
@@ -100,6 +102,10 @@ def _nvml_query() -> dict[str, Any]:
                 "throttle_reasons": ask(reasons, handle),
                 "mig_devices": mig_devices,
             })
+            try:
+                result["gpus"][-1]["health"] = nvml_health.read(pynvml, handle, ask, result["gpus"][-1]["throttle_reasons"])
+            except Exception:  # noqa: BLE001 - a binding that lacks a call: the health facts ask nvidia-smi instead
+                pass
         return result
     except pynvml.NVMLError as exc:
         return {"status": "error", "error": str(exc)}

@@ -11,12 +11,13 @@ exception or signal is still named. Pure: a Scan in, findings out.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from distdoctor.crosscheck.engine import fold
-from distdoctor.logs import signatures
+from distdoctor.logs import outcome, roster, signatures
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
@@ -90,7 +91,9 @@ def fix_lines(sig, e: Event) -> str:
                        + signatures.PLACEHOLDER.sub(lambda m: signatures.PLACEHOLDERS[m.group(1)][2], line))
         else:
             out.append(line)
-    return "\n".join(out)
+    whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
+    remedy = signatures.remedy_lines(sig, e.host if signatures.addressable(e.host) else f"the node of {whom}")
+    return "\n".join(filter(None, [*out, remedy]))
 
 
 def _evidence(g: Group, first: Event) -> dict:
@@ -131,6 +134,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     if roots:
         primary = roots[0]
         first = primary.first
+        if first.rank is None and (report := outcome.launcher_report(scan, first)) is not None:
+            first = dataclasses.replace(first, rank=report[0], host=first.host or report[1])
         folded = [c for c in consequences if _explains(primary, c)]
         findings.append(_root_finding(primary, first, folded, _peer_note(first, book)))
         for other in roots[1:]:
@@ -150,21 +155,24 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     elif any("rank" in r for r in scan.elastic):
         findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
     elif consequences:
-        c = consequences[0]
-        e = c.first
-        quiet = _quiet(scan, hang_gap)
-        summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
-                   f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
-        explanation = c.signature.meaning
-        if quiet:
-            explanation += " " + quiet[0]
-        findings.append(Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation,
-                                fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
-        for other in consequences[1:]:
-            e = other.first
-            findings.append(Finding(Status.WARN, f"{_ranks_phrase(other)}: {other.signature.title}",
-                                    subject=other.signature.id, explanation=other.signature.meaning,
-                                    fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+        failed = outcome.failed_finding(scan)
+        if failed is not None and _failure_leads(scan, consequences):
+            findings.append(failed)
+            findings.extend(_consequence_warning(c) for c in consequences)
+        else:
+            c = consequences[0]
+            e = c.first
+            quiet = _quiet(scan, hang_gap)
+            summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
+                       f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
+            explanation = c.signature.meaning
+            if quiet:
+                explanation += " " + quiet[0]
+            findings.append(Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation,
+                                    fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
+            findings.extend(_consequence_warning(other) for other in consequences[1:])
+    elif (failed := outcome.failed_finding(scan)) is not None:
+        findings.append(failed)
     elif scan.unknown:
         findings.append(_unknown_finding(scan))
     else:
@@ -176,11 +184,32 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
                 fix=quiet[1], evidence=quiet[2]))
         else:
             findings.append(Finding(Status.OK, "no failure signature in the log"))
+    ranks = roster.judge(scan)
+    if ranks and findings and findings[0].status == Status.OK:
+        findings = ranks  # no error, but not every rank started (or one started twice): never clean
+    else:
+        findings.extend(ranks)
     for g in infos:
         e = g.first
         findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {plural(g.count, 'line')})", subject=g.signature.id,
                                 explanation=g.signature.meaning, evidence=_evidence(g, e)))
     return findings
+
+
+def _consequence_warning(c: Group) -> Finding:
+    e = c.first
+    return Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
+                   explanation=c.signature.meaning, fix=fix_lines(c.signature, e), evidence=_evidence(c, e))
+
+
+def _failure_leads(scan: Scan, consequences: list[Group]) -> bool:
+    """Whether "failed, cause not in the catalogue" says more than the consequences do: they are
+    only a launcher's echo of a worker's exit, or a rank's own error came before all of them
+    (an exception, then the shutdown it caused)."""
+    if all(c.signature.id in outcome.LAUNCHER_ECHOES for c in consequences):
+        return True
+    first = min(c.first.order for c in consequences)
+    return any(outcome.serious(e) and e.order < first for e in scan.unknown)
 
 
 def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Finding:

@@ -16,11 +16,12 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from distdoctor import fixes
 from distdoctor.crosscheck import rules as table
 from distdoctor.crosscheck.engine import Difference, compare, fix_for, fold, to_finding
 from distdoctor.logs.scan import Scan
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import shell_word, suggest_ifname
+from distdoctor.remote import Fix
 from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
 
 # NCCL's own banner ("NCCL version 2.19.3+cuda12.3"), not the end of torch's error summary
@@ -148,7 +149,7 @@ def judge(scan: Scan) -> list[Finding]:
     def addressed(d: Difference) -> Finding:
         found = to_finding(d, noun="rank", names=names)
         on_hosts = replace(d, outliers=tuple(sorted({_host_of(m, hosts) or m for m in d.outliers})))
-        return replace(found, fix=fix_for(on_hosts))
+        return replace(found, fix="", remedy=fix_for(on_hosts))
 
     findings = [addressed(d) for d in compare(facts, RULES)]
     findings += _interfaces(facts, hosts, names)
@@ -175,7 +176,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:
-            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(good))}"
+            fix: Fix | str = fixes.socket_ifname(good, comment=f"{target}keep NCCL on {', '.join(good)}")
         else:
             fix = (f"# {target}no interface in NCCL's list reaches another node: run the container with "
                    f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")

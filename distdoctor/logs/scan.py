@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from distdoctor.logs import outcome
 from distdoctor.logs import prefix as prefix_mod
 from distdoctor.logs.reader import Block
 
@@ -28,7 +29,7 @@ from distdoctor.logs.reader import Block
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
                  "IP Interfaces", "cudaDev", "INFO rank ", "via P2P", "via SHM", "via NET/", "via NVLS",
-                 "via COLLNET")
+                 "via COLLNET", "GLOBAL_RANK: ", "Completed store-based barrier")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 # Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature
@@ -66,7 +67,8 @@ class Event:
     pid: int | None
     time: tuple | None
     time_text: str
-    signature: Any  # a catalogue Signature
+    signature: Any  # a catalogue Signature (an outcome Marker in Scan.exits)
+    fields: dict = field(default_factory=dict)  # what a marker's named groups say
 
     @property
     def order(self) -> tuple:
@@ -94,6 +96,7 @@ class Scan:
     notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
     ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
     elastic: list[dict] = field(default_factory=list)  # torchrun's "Root Cause" records, in input order
+    exits: list[Event] = field(default_factory=list)  # lines saying a rank or process failed (outcome.py)
     long_lines: int = 0
 
 
@@ -143,7 +146,8 @@ class Scanner:
         self.max_line = max_line
         self.keep_text = keep_text
         words = ({k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
-                 | set(ELASTIC_KEYWORDS))
+                 | set(ELASTIC_KEYWORDS) | outcome.keywords())
+        self.markers = outcome.markers()
         if host is None and use_grep:
             from distdoctor.host import Host
 
@@ -278,6 +282,11 @@ class Scanner:
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
         sig = self.matcher.match(p.body)
+        if len(scan.exits) < MAX_UNKNOWN:
+            hit = outcome.match(p.body, self.markers)
+            if hit is not None:
+                scan.exits.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
+                                        local_rank, p.pid, p.time, p.time_text, hit[0], hit[1]))
         if sig is None:
             if len(scan.unknown) < MAX_UNKNOWN and _ERROR.search(p.body):
                 scan.unknown.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
@@ -324,7 +333,7 @@ class Scanner:
         its rank on one line names the rank of every other line of that pid."""
         scan = self.scan
         _common_clock(scan)
-        for e in scan.events + scan.unknown:
+        for e in scan.events + scan.unknown + scan.exits:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))
             if e.rank is None and e.local_rank is not None and len({h for h in scan.rank_host.values()}) <= 1:
@@ -338,7 +347,7 @@ def _common_clock(scan: Scan) -> None:
     """Make times from different formats comparable. glog and syslog stamps have no year and a
     bare `[12:03:41]` no date, so the times of one log are compared at the precision all of
     them share: (month, day, seconds), or seconds of the day alone."""
-    events = [e for e in scan.events + scan.unknown if e.time is not None]
+    events = [e for e in scan.events + scan.unknown + scan.exits if e.time is not None]
     seen = [v for v in scan.seen.values() if v.last is not None]
     stamps = [e.time for e in events] + [v.last for v in seen]
     if not stamps:

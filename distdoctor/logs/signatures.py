@@ -23,7 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 
 try:
     import tomllib
@@ -58,14 +58,15 @@ _PEER = re.compile(r"(?:Connect to|by peer|remote address|peer)\s+\[?(?P<addr>[0
 # An address as NCCL prints it (10.0.0.4, fe80::1%ib0): what may go into a command.
 _SAFE_ADDRESS = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f.:]{0,63}(%[A-Za-z0-9._-]{1,32})?$")
 # Placeholders a fix may use; the diagnosis fills them for the rank or node the line came from,
-# `peer` with the address the message names (peer_address), and `port` from a pattern's
-# (?P<port>...) group: the TCP port it names. Each: (an example value, for checking the
+# `peer` with the address the message names (peer_address), `port` from a pattern's
+# (?P<port>...) group (the TCP port it names) and `job` from a (?P<job>...) group. Each: (an example value, for checking the
 # catalogue's fixes; what it is, in words; its stand-in when the log does not name it).
 PLACEHOLDERS = {
     "host": ("gpu042", "the node", "THAT_NODE"),
     "rank": ("17", "the rank", "RANK"),
     "peer": ("10.0.0.4", "the address", "THE_ADDRESS_IN_THE_MESSAGE"),
     "port": ("29500", "the port", "THE_PORT_IN_THE_MESSAGE"),
+    "job": ("3756240", "the job id", "THE_JOB_ID"),
 }
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
@@ -80,6 +81,32 @@ def peer_address(line: str) -> str:
     """The peer address a connect error names, or "" (also "" when it is not plainly one)."""
     m = _PEER.search(line)
     return m.group("addr") if m and _SAFE_ADDRESS.match(m.group("addr")) else ""
+
+
+# Matching is on normalised text: runs of blanks are one space, a blank before a colon is
+# dropped ("failed : No" and "failed: No" read alike), markdown's ** and ` are ignored. A pasted
+# line's spacing varies with the tool, the release and the paste; the catalogue's wording does not.
+_BLANKS = re.compile(r"[ \t]{2,}|\t")
+_BEFORE_COLON = re.compile(r"[ \t]+:(?=[ \t]|$)")
+_BOLD = re.compile(r"(?<!\*)\*\*(?!\*)")  # markdown bold, not slurmstepd's ***
+
+
+def normal(text: str) -> str:
+    """The text as signatures are matched against it (cheap when there is nothing to do)."""
+    if "  " in text or "\t" in text:
+        text = _BLANKS.sub(" ", text)
+    if " :" in text:
+        text = _BEFORE_COLON.sub(":", text)
+    if "**" in text:
+        text = _BOLD.sub("", text)
+    if "`" in text:
+        text = text.replace("`", "")
+    return text
+
+
+def _normal_pattern(source: str) -> str:
+    """A catalogue pattern written against NCCL's own spacing, as it reads normalised text."""
+    return source.replace(" : ", ": ").replace("  ", " ")
 
 
 class _Unfilled(dict):
@@ -105,8 +132,12 @@ class Signature:
     severity: str
     consequence_of: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    remedy: str = ""  # a named remedy (distdoctor/fixes.py NAMED), added after fix for the node
 
     def matches(self, line: str) -> bool:
+        return self.matches_normal(normal(line))
+
+    def matches_normal(self, line: str) -> bool:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
     def fix_for(self, host: str = "", rank: str | int = "", line: str = "") -> tuple[str, ...]:
@@ -123,10 +154,14 @@ class Signature:
         port = self.field(line, "port")
         if port.isdigit() and 0 < int(port) < 65536:
             values["port"] = str(int(port))
+        job = self.field(line, "job")
+        if job.isdigit():
+            values["job"] = job
         return tuple(fix_line.format_map(values) for fix_line in self.fix)
 
     def field(self, line: str, name: str) -> str:
         """The named group `name` of the first pattern that matches line with it, or ""."""
+        line = normal(line)
         for pattern in self.patterns:
             if name in pattern.groupindex:
                 found = pattern.search(line)
@@ -218,10 +253,10 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
         patterns = []
         for source in _strings(entry, "patterns", where):
             try:
-                patterns.append(re.compile(source))
+                patterns.append(re.compile(_normal_pattern(source)))
             except re.error as exc:
                 raise CatalogueError(f"{where}: pattern {source!r}: {exc}") from None
-        keywords = _strings(entry, "keywords", where)
+        keywords = tuple(normal(k) for k in _strings(entry, "keywords", where))
         sources = _strings(entry, "sources", where)
         for s in sources:
             if not _SOURCE.match(s):
@@ -231,11 +266,14 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             problem = fix_problem(line)
             if problem:
                 raise CatalogueError(f"{where}: fix line {line!r}: {problem}")
+        remedy = _field(entry, "remedy", where, required=False)
+        if remedy and remedy not in fixes.NAMED:
+            raise CatalogueError(f"{where}: remedy {remedy!r} is not one of {', '.join(sorted(fixes.NAMED))}")
         confirm = _field(entry, "confirm", where)
         if not (_CHECK_ID.match(confirm) or fix_problem(confirm) is None):
             raise CatalogueError(f"{where}: confirm {confirm!r} is neither a check id nor a command")
         examples = _strings(entry, "examples", where)
-        for ex in examples:
+        for ex in map(normal, examples):
             if not any(k in ex for k in keywords):
                 raise CatalogueError(f"{where}: example has none of the keywords: {ex!r}")
             if not any(p.search(ex) for p in patterns):
@@ -245,7 +283,7 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             patterns=tuple(patterns), keywords=keywords, meaning=_field(entry, "meaning", where),
             fix=fix, confirm=confirm, sources=sources, severity=severity,
             consequence_of=_strings(entry, "consequence_of", where, required=False),
-            examples=examples,
+            examples=examples, remedy=remedy,
         ))
     for sig in out:
         for other in sig.consequence_of:
@@ -303,18 +341,20 @@ class Matcher:
         self.prefilter = re.compile(keyword_pattern(self.keywords))
 
     def match(self, line: str) -> Signature | None:
+        line = normal(line)
         if not self.prefilter.search(line):
             return None
         for sig in self.signatures:
-            if sig.matches(line):
+            if sig.matches_normal(line):
                 return sig
         return None
 
     def all_matches(self, line: str) -> list[Signature]:
         """Every signature the line shows, in priority order (for tests and explanations)."""
+        line = normal(line)
         if not self.prefilter.search(line):
             return []
-        return [s for s in self.signatures if s.matches(line)]
+        return [s for s in self.signatures if s.matches_normal(line)]
 
 
 @functools.lru_cache(maxsize=8)
@@ -329,6 +369,24 @@ def matcher(path: str | None = None) -> Matcher:
 def match_line(text: str, path: str | None = None) -> Signature | None:
     """The most specific signature this line shows, or None (most lines)."""
     return matcher(path).match(text)
+
+
+def remedy_lines(sig: Signature, host: str) -> str:
+    """The signature's named remedy for host, "" when it has none. A host a command cannot name
+    (the log gave none, or not a plain one) gets the remedy as comments for that node."""
+    name = getattr(sig, "remedy", "")  # a catalogue of another shape (a test's stand-in) may have none
+    if not name:
+        return ""
+    if addressable(host):
+        return remote.render_all(fixes.named(name, [host]))
+    text = remote.render_all(fixes.named(name))
+    return "\n".join(remote.comment(f"on {host or 'that node'}: {line.lstrip('# ')}") for line in text.splitlines())
+
+
+def _remedy_shown(sig: Signature) -> list[str]:
+    """The remedy's lines as the reference shows fix lines: for {host}."""
+    example = PLACEHOLDERS["host"][0]
+    return remedy_lines(sig, example).replace(example, "{host}").splitlines()
 
 
 def markdown(path: str | None = None) -> str:
@@ -346,7 +404,7 @@ def markdown(path: str | None = None) -> str:
                       f"Severity: **{sig.severity}**"
                       + (f" (after {', '.join(f'`{c}`' for c in sig.consequence_of)})" if sig.consequence_of else ""),
                       "", sig.meaning, "", "Matches: " + ", ".join(f"`{p.pattern}`" for p in sig.patterns), "",
-                      "Fix:", "", "```sh", *sig.fix, "```", "",
+                      "Fix:", "", "```sh", *sig.fix, *_remedy_shown(sig), "```", "",
                       f"Confirm: `{sig.confirm}` · Sources: "
                       + ", ".join(f"[{s}](https://github.com/{s.replace('#', '/issues/')})" for s in sig.sources), ""]
     return "\n".join(lines).rstrip() + "\n"

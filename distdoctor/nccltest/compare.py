@@ -12,13 +12,14 @@ import dataclasses
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
+from distdoctor import fixes
 from distdoctor.api import fail, ok, warn
 from distdoctor.crosscheck import engine
 from distdoctor.crosscheck import rules as table
 from distdoctor.crosscheck.engine import DIFFER, Rule
 from distdoctor.text import rank_ranges
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import shell_word
+from distdoctor.remote import Fix
 
 __all__ = ["compare", "fingerprint_table", "ifname_covering", "rank_ranges", "node_key"]
 
@@ -39,12 +40,13 @@ def node_key(fp: dict[str, Any]) -> str:
 
 
 class _Job:
-    """The ranks of one comparison: which host each rank is on, for summaries and fixes that
-    must name hosts rather than ranks."""
+    """The ranks of one comparison: which host each rank is on, and how the job was launched,
+    for summaries and fixes that must name hosts rather than ranks."""
 
     def __init__(self, fps: Sequence[dict[str, Any]]):
         self.fps = sorted(fps, key=lambda f: f.get("rank", 0))
         self.host_of = {str(fp.get("rank", 0)): node_key(fp) for fp in self.fps}
+        self.slurm = any((fp.get("slurm") or {}).get("job") for fp in self.fps)
 
     def hosts(self, members: Iterable[str]) -> list[str]:
         return sorted({self.host_of.get(m, m) for m in members})
@@ -55,9 +57,15 @@ class _Job:
         return (f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} "
                 f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''})")
 
-    def fix(self, diff: engine.Difference) -> str:
-        """The table's fix, addressed to the hosts of the odd ranks."""
-        return engine.fix_for(dataclasses.replace(diff, outliers=tuple(self.hosts(diff.outliers))))
+    def rules(self) -> tuple[Rule, ...]:
+        return (table.under_slurm(_RANK_RULES) if self.slurm else _RANK_RULES) + (_GPU_SLOT,)
+
+    def remedy(self, diff: engine.Difference) -> tuple[Fix, ...]:
+        """The table's fix for a difference between ranks, addressed to their hosts."""
+        on_hosts = dataclasses.replace(
+            diff, outliers=tuple(self.hosts(diff.outliers)),
+            groups=tuple(engine.Group(g.value, tuple(self.hosts(g.members))) for g in diff.groups))
+        return engine.fix_for(on_hosts)
 
     def members(self, env_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         keys = [r.key for r in _RANK_RULES if not r.key.endswith("*")]
@@ -78,11 +86,8 @@ def ifname_covering(names: Iterable[str]) -> str:
     return "=" + ",".join(chosen) if chosen else ""
 
 
-def _ifname_fix(names: Iterable[str]) -> str:
-    value = ifname_covering(names)
-    if not value:
-        return "# set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes (see `ip -br addr`)"
-    return f"export NCCL_SOCKET_IFNAME={shell_word(value)}"
+def _ifname_fix(names: Iterable[str]) -> Fix:
+    return fixes.socket_ifname(sorted(set(names)))
 
 
 def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
@@ -134,12 +139,13 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     env_keys = [k for k in sorted({k for fp in fps for k in fp if k.startswith("env.")})
                 if not _per_node_ifname(k[len("env."):], fps)]
     findings: list[Finding] = []
-    for diff in engine.compare(job.members(env_keys), _RANK_RULES + (_GPU_SLOT,)):
+    for diff in engine.compare(job.members(env_keys), job.rules()):
         found = engine.to_finding(diff, noun="rank", names=job.ranks_on_hosts)
         subject = diff.key[len("env."):] if diff.key.startswith("env.") else diff.key
         if diff.key == "gpu_slot":
             subject = job.host_of.get(diff.outliers[0], "?")
-        findings.append(Finding(found.status, found.summary, subject, found.explanation, job.fix(diff), found.evidence))
+        findings.append(Finding(found.status, found.summary, subject, found.explanation, evidence=found.evidence,
+                                remedy=job.remedy(diff)))
 
     by_node: "OrderedDict[str, list[dict]]" = OrderedDict()
     for fp in job.fps:
@@ -148,7 +154,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
              for node, members in by_node.items()}
     for diff in engine.compare(nodes, _HOST_RULES):
         found = engine.to_finding(diff, noun="node")
-        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence))
+        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, evidence=found.evidence,
+                                remedy=found.remedy))
 
     findings.extend(_gpu_visibility(job.fps, by_node))
 

@@ -204,3 +204,26 @@ def parse_node_show(text: str) -> NodeState:
     reason = re.search(r"(?:^|\s)Reason=(.*)$", text, re.M)
     text_reason = _REASON_BY.sub("", reason.group(1)).strip() if reason else ""
     return NodeState(name.group(1), state.group(1), "" if text_reason == "(null)" else text_reason)
+
+
+@dataclass(frozen=True)
+class PartitionNode:
+    name: str
+    partition: str  # without the default partition's '*'
+    state: NodeState
+
+
+def parse_sinfo_nodes(text: str) -> list[PartitionNode]:
+    """`sinfo -h -N -o '%N|%P|%T|%E'`: one line per node and partition (a node in two partitions
+    is listed twice). The reason (%E) is last and may hold '|'."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("|", 3)
+        if len(parts) != 4 or not parts[0].strip():
+            raise ParseError("sinfo", "not 'node|partition|state|reason'", number, line)
+        node, partition, state, reason = (p.strip() for p in parts)
+        reason = "" if reason in ("none", "(null)") else _REASON_BY.sub("", reason).strip()
+        out.append(PartitionNode(node, partition.rstrip("*"), NodeState(node, state.upper(), reason)))
+    return out

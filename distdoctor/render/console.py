@@ -206,6 +206,8 @@ def _finding_lines(page: Page, run: CheckRun, verbose: bool) -> None:
         if len(findings) > 1:
             line += [page.glyph(finding.status), (" ", "")]
         line.append((finding.summary, "dim" if finding.status in (Status.OK, Status.SKIP) else ""))
+        if finding.action and finding.status.severity >= Status.WARN.severity:
+            line.append((f"  [{finding.action}]", "dim"))
         page.line(line, indent=4)
         if verbose and finding.explanation:
             page.line([(finding.explanation, "dim")], indent=6)
@@ -278,6 +280,8 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
                             + (f"  [{ids}]" if ids != run.id else ""), "dim")], indent=3)
             if finding.explanation:
                 page.line([finding.explanation], indent=3)
+            if finding.action:
+                page.line([("action: ", "dim"), (finding.action, "bold")], indent=3)
             if finding.fix:
                 for fix_line in finding.fix.splitlines():
                     command = fix_line.strip()

@@ -46,6 +46,33 @@ def render(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_health(node: str, verdict: dict) -> str:
+    """What `health` decided for its node, after the checks' series."""
+    host = _label(node)
+    breaker = verdict.get("breaker") or {}
+    lines = [
+        "# HELP distdoctor_health_action 1 for what distdoctor health did with the node (drain, resume, none).",
+        "# TYPE distdoctor_health_action gauge",
+    ]
+    for kind in ("drain", "resume", "none"):
+        lines.append(f'distdoctor_health_action{{host="{host}",action="{kind}"}} {1 if verdict.get("action") == kind else 0}')
+    lines += [
+        "# HELP distdoctor_health_draining_checks Checks whose findings need the node out of service.",
+        "# TYPE distdoctor_health_draining_checks gauge",
+        f'distdoctor_health_draining_checks{{host="{host}"}} {len(verdict.get("draining_checks") or [])}',
+        "# HELP distdoctor_health_state_readable 1 when the node's Slurm state could be read.",
+        "# TYPE distdoctor_health_state_readable gauge",
+        f'distdoctor_health_state_readable{{host="{host}"}} {0 if verdict.get("state") is None else 1}',
+    ]
+    if breaker:
+        lines += [
+            "# HELP distdoctor_health_partition_drained_share Share of the node's partitions drained by distdoctor.",
+            "# TYPE distdoctor_health_partition_drained_share gauge",
+            f'distdoctor_health_partition_drained_share{{host="{host}"}} {float(breaker.get("share", 0.0)):.4f}',
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def render_cluster(view) -> str:
     """A crosscheck.nodes.ClusterView: the comparison's own runs, then per node its status and one series
     per fact it is odd in, so one textfile serves a dashboard of the whole fleet."""

@@ -146,8 +146,8 @@ def test_old_driver_without_query_fields_falls_back(smi):
     assert statuses(findings) == [Status.OK] and findings[0].summary == "7 × GeForce GTX 1070"
     assert findings[0].evidence["unreported_fields"] == ["mig.mode.current", "clocks_throttle_reasons.active"]
     health = run(gpu_checks.health, smi, {"require_persistence": False})
-    assert statuses(health) == [Status.FAIL, Status.OK]  # ECC still read after two fields were dropped
-    assert health[1].evidence["table"]["rows"][1][3] == "?" and health[1].evidence["table"]["rows"][1][4] == "?"
+    assert statuses(health) == [Status.OK]  # memory errors are gpu.memory-errors' (tests/unit/hardware)
+    assert health[0].evidence["table"]["rows"][1] == [1, "off", "-"]
 
 
 def test_driver_that_refuses_the_query_without_naming_a_field(smi):
@@ -358,13 +358,10 @@ def test_health_problems(smi):
                                         6: {"persistence": "Disabled"}}))
     findings = run(gpu_checks.health, smi)
     by_status = {(f.status, f.subject) for f in findings}
-    assert (Status.FAIL, "GPU3") in by_status
-    assert (Status.WARN, "GPU5") in by_status
-    assert (Status.WARN, "persistence mode") in by_status
-    ecc = next(f for f in findings if f.subject == "GPU3")
-    assert "2 uncorrectable ECC error(s)" in ecc.summary and "-d ECC" in ecc.fix
-    throttled = next(f for f in findings if f.subject == "GPU5")
-    assert throttled.summary == "GPU5 is throttled: hardware thermal slowdown"
+    assert by_status == {(Status.WARN, "persistence mode"), (Status.OK, "")}
+    assert findings[0].action == "fix-config"
+    # ECC and throttling are one finding each, in gpu.memory-errors and gpu.throttle (sampled), not here too.
+    assert not any(f.subject in ("GPU3", "GPU5") for f in findings)
     assert not any(f.subject == "persistence mode" for f in run(gpu_checks.health, smi, {"require_persistence": False}))
 
 

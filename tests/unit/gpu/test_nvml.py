@@ -79,6 +79,9 @@ def test_snapshot_maps_every_field(with_module):
     snap = Host(env={}).nvml_snapshot(timeout=4)
     assert (snap["status"], snap["driver_version"], snap["cuda_version"]) == ("ok", "550.54.15", 12040)
     first, second, third = snap["gpus"]
+    health = first.pop("health")  # host/nvml_health.py: the fields nvidia-smi -q gives
+    assert health["clock_reasons"] == ["hw_thermal_slowdown"] and health["remap_pending"] is None
+    assert health["nvlink_active"] == {} and health["performance_state"] == ""
     assert first == {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-0", "bus_id": "00000000:00:00.0",
                      "memory_total_mib": 81920, "persistence_mode": True, "mig_mode": False, "ecc_uncorrected": 3,
                      "throttle_reasons": 0x40, "mig_devices": []}

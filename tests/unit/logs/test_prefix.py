@@ -36,9 +36,46 @@ def test_split(line, body, fields):
         assert getattr(got, key) == value, key
 
 
-def test_srun_label_wins_over_body_rank():
-    # the label is who printed the line; "[Rank 5]" in the text may name a peer
-    assert split("3: [Rank 5] saw an error").rank == 3
+@pytest.mark.parametrize("line, rank", [
+    # one torchrun per node under srun --label: the label is the node's task, torch states the rank
+    ("1: [rank3]:[E1124 12:03:41.123456 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught", 3),
+    ("1: [E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout", 3),
+    ("1: node2:77:77 [3] NCCL INFO comm 0x1 rank 3 nranks 4 cudaDev 3 busId 3000 - Init COMPLETE", 3),
+    ("[1,0]<stderr>:[rank5]: RuntimeError: x", 5),
+    # torch's own global-rank prefix wins over the group rank c10d prints in a subgroup's message
+    ("2025-02-18 12:54 [rank13]:[E218 04:54:22.864467604 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog", 13),
+    ("3: plain text", 3),
+])
+def test_the_rank_a_message_states_wins_over_the_launcher_label(line, rank):
+    assert split(line).rank == rank
+
+
+@pytest.mark.parametrize("line, body, fields", [
+    ("Fri Sep 25 16:52:53 2020[1]<stderr>:2020-09-25 16:52:53.640992: W tensorflow/core/framework/op_kernel.cc:1651] "
+     "OP_REQUIRES failed", "OP_REQUIRES failed", {"rank": 1, "level": "W"}),
+    ("(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: got completion with error:",
+     "mlx5: got completion with error:", {"pid": 92234, "host": "172.19.24.110"}),
+    ("(pid=2417663, ip=10.105.145.150) *** SIGSEGV (@0x88)", "*** SIGSEGV (@0x88)", {"pid": 2417663}),
+    ("(VllmWorker rank=1 pid=496819) ERROR 05-27 23:44:35 [multiproc_executor.py:522] x", "x",
+     {"rank": 1, "pid": 496819, "time_text": "23:44:35"}),
+    ("(VllmWorkerProcess pid=134370) ERROR 07-24 04:24:50 multiproc_worker_utils.py:226] RuntimeError: CUDA error",
+     "RuntimeError: CUDA error", {"pid": 134370}),
+    ("\x1b[33m(raylet)\x1b[0m A worker died", "A worker died", {}),
+    ("trainer_1  | node1:1:1 [0] NCCL INFO x", "NCCL INFO x", {"host": "trainer_1"}),
+    ("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog", "[Rank 0] Watchdog",
+     {"rank": 0, "level": "E"}),
+    ("dinov2.cn-d004 [stderr] [rank14]:[E909 09:55:29.3 ProcessGroupNCCL.cpp:607] x", "x",
+     {"rank": 14, "host": "dinov2.cn-d004"}),
+    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0",
+     "failed (exitcode: 1) local_rank: 0", {"level": "E"}),
+    ("[2024-05-08 08:47:31,877] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1)",
+     "failed (exitcode: 1)", {"time_text": "08:47:31"}),
+])
+def test_split_more_launchers(line, body, fields):
+    got = split(line)
+    assert got.body == body
+    for key, value in fields.items():
+        assert getattr(got, key) == value, key
 
 
 @pytest.mark.parametrize("path, rank, local_rank", [

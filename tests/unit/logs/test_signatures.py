@@ -355,3 +355,18 @@ def test_a_fix_names_the_port_the_message_names():
     assert not any(line.startswith("ss ") or " :29500'" in line for line in unnamed)
     assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in fix(
         "RuntimeError: The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")
+
+
+@pytest.mark.parametrize("line", [
+    "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device",
+    "include/shm.h:28 NCCL WARN Call to posix_fallocate failed  :  No space left on device",
+    "x:1:1 [0] include/shm.h:28 **NCCL WARN Call to posix_fallocate failed : No space left on device**",
+    "include/shm.h:28 NCCL WARN Call to `posix_fallocate`\tfailed : No space left on device",
+])
+def test_matching_is_on_normalised_text(line):
+    assert sigs.match_line(line).id == "nccl.shm-no-space"
+
+
+def test_slurmstepd_stars_are_not_markdown():
+    assert sigs.normal("slurmstepd: error: *** STEP 3.0 ON n1 CANCELLED AT x ***") == \
+        "slurmstepd: error: *** STEP 3.0 ON n1 CANCELLED AT x ***"

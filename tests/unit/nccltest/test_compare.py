@@ -47,11 +47,16 @@ def test_loopback_is_never_offered_to_nccl():
     assert [f.status for f in compare(job(r1={"interface": "lo"}))] == [Status.OK]
 
 
-def test_memlock_difference_fix_targets_the_short_nodes_and_names_slurmd():
-    (mem,) = [f for f in compare(job(r3={"limits.memlock": 8388608})) if f.subject == "limits.memlock"]
-    assert "8388608 on rank 3 (n2)" in mem.summary and "have unlimited" in mem.summary
-    assert "memlock unlimited" in mem.fix and mem.fix.startswith("ssh n2 'echo ")
-    assert "LimitMEMLOCK=infinity in slurmd's unit on n2" in mem.fix
+def test_memlock_difference_fix_targets_the_short_nodes_slurmd_and_asks_for_unlimited():
+    slurm = {"job": "42"}
+    fps = job(r0={"slurm": slurm}, r1={"slurm": slurm}, r2={"slurm": slurm, "limits.memlock": 8388608},
+              r3={"slurm": slurm, "limits.memlock": 8388608})
+    (mem,) = [f for f in compare(fps) if f.subject == "limits.memlock"]
+    (record,) = mem.remedy
+    assert record.nodes == ("n2",) and any("LimitMEMLOCK=infinity" in c for c in record.commands)
+    assert mem.fix.startswith("ssh n2 'mkdir -p ")
+    plain = [f for f in compare(job(r3={"limits.memlock": 8388608})) if f.subject == "limits.memlock"][0]
+    assert "memlock unlimited" in plain.fix and plain.fix.startswith("ssh n2 'echo ")
 
 
 def test_environment_set_on_one_node_only():
@@ -112,12 +117,12 @@ def test_cuda_visible_devices_narrowed_per_rank():
 def test_nccl_prediction_findings_from_fingerprints():
     from distdoctor.nccltest.compare import compare as compare_fps
 
-    base = {"torch": "2.13.0", "env": {}}
+    base = {"torch.version": "2.13.0"}
     fps = [
-        {**base, "rank": 0, "host": "a", "boot_id": "1", "interface": "eth0", "nccl_interface": "eth0", "nccl_error": ""},
-        {**base, "rank": 1, "host": "b", "boot_id": "2", "interface": "eth0", "nccl_interface": "docker0",
+        {**base, "rank": 0, "host": "a", "host.boot_id": "1", "interface": "eth0", "nccl_interface": "eth0", "nccl_error": ""},
+        {**base, "rank": 1, "host": "b", "host.boot_id": "2", "interface": "eth0", "nccl_interface": "docker0",
          "nccl_address": "172.17.0.1", "nccl_suspect": "bridge", "nccl_error": ""},
-        {**base, "rank": 2, "host": "c", "boot_id": "3", "interface": "eth0", "nccl_interface": "",
+        {**base, "rank": 2, "host": "c", "host.boot_id": "3", "interface": "eth0", "nccl_interface": "",
          "nccl_error": "no socket interface found"},
     ]
     by_subject = {}

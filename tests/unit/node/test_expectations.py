@@ -69,7 +69,8 @@ def test_each_mismatch_fails_naming_the_fact_with_its_fix():
     assert result.status is Status.FAIL
     shm = by["shm.size"]
     assert shm.status is Status.FAIL and shm.summary == "shm.size = 67108864, expected >= 1073741824"
-    assert shm.fix.startswith("mount -o remount,size=1073741824 /dev/shm   # on gpu-a01")
+    assert shm.fix.startswith("# as root on gpu-a01: ")
+    assert shm.fix.splitlines()[1] == "mount -o remount,size=1073741824 /dev/shm"
     assert shm.evidence["source"] == "site.toml:3"
     driver = by["gpu.driver"]
     assert driver.summary == "gpu.driver = 565.57.01, expected 550.127.05" and "550.127.05" in driver.fix
@@ -107,3 +108,29 @@ def test_snapshot_round_trip_through_the_real_cli(tmp_path):
     fails = [f for f in doc["checks"][0]["findings"] if f["status"] == "fail"]
     assert bad.returncode == 1 and [f["subject"] for f in fails] == ["cpu.count"]
     assert fails[0]["summary"] == f"cpu.count = {count}, expected {count + 1}"
+
+
+def test_one_cause_is_one_finding_and_fixes_name_the_judged_node():
+    # A snapshot taken where torch 2.5.1 was installed, judged by an interpreter without torch:
+    # torch.version, torch.build, torch.debug, torch.git_version and pip.torch are absent for one reason.
+    wanted = {"torch.version": "2.5.1+cu124", "torch.build": "cuda", "torch.debug": False,
+              "torch.git_version": "a8d6afb511a69687bbb2b7e88a3cf67917e1697e", "pip.torch": "2.5.1+cu124",
+              "shm.size": ">= 1073741824"}
+    host = gpu_node()
+    host._distributions = {k: v for k, v in host._distributions.items() if k != "torch"}
+    host.files = {k: v for k, v in host.files.items() if not k.endswith("torch/version.py")}
+    result = run(host, wanted)
+    fails = {f.subject: f for f in result.findings if f.status is Status.FAIL}
+    assert set(fails) == {"torch", "shm.size"}
+    torch = fails["torch"]
+    assert torch.summary.startswith("torch: 5 expected facts absent (torch.version = (absent), expected 2.5.1+cu124")
+    assert torch.fix == "pip install 'torch==2.5.1+cu124'   # on gpu-a01, in the job's environment"
+    assert sorted(torch.evidence["facts"]) == sorted(k for k in wanted if k != "shm.size")
+    assert node.family("pip.torch") == node.family("torch.git_version") == "torch"
+    assert node.family("pip.nvidia_nccl_cu12") == "nvidia" and node.family("gpu.count") == "gpu"
+    # health judges the node by its Slurm name: the fix is for that node, not the local hostname
+    cfg = load("")
+    cfg.expect = {"shm.size": ">= 1073741824"}
+    facts = Facts(gpu_node(), cfg, options={"node": "nwcnode1"})
+    [judged] = run_checks([node.expectations], lambda info: Context(facts, info.params), jobs=1, total_timeout=30)
+    assert "on nwcnode1" in judged.findings[0].fix and "gpu-a01" not in judged.findings[0].fix

@@ -1,0 +1,160 @@
+"""What the GPUs need around them on a node: device files (nvidia-uvm included), nvidia_peermem
+where GPUDirect RDMA is expected, the NVSwitch fabric and its fabric manager, and one MIG mode for
+all GPUs (see docs/hardware.md)."""
+
+from __future__ import annotations
+
+from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.facts.gpu import CHECK_TIMEOUT
+from distdoctor.text import plural
+
+SYSTEMCTL_TIMEOUT = 4.0
+
+
+def _gpus(ctx: Context):
+    health = ctx.facts.gpu_health
+    if health.problem is not None or not health.gpus:
+        reason = health.problem.summary.split(" — ")[0] if health.problem else "no GPU answered"
+        return None, skip(reason if health.problem and health.problem.state == "absent"
+                          else f"not judged: {reason} (see gpu.inventory)")
+    return health, None
+
+
+@check("gpu.device-nodes", title="/dev/nvidia* device files exist for every GPU, nvidia-uvm included",
+       tags=("gpu", "health", "container"), timeout=CHECK_TIMEOUT)
+def device_nodes(ctx: Context):
+    """CUDA opens /dev/nvidiactl, /dev/nvidia<minor> for each GPU and /dev/nvidia-uvm. nvidia-smi
+    works without nvidia-uvm (it is loaded on first CUDA use by nvidia-modprobe, which a container
+    or a hardened node may lack), so a node can look healthy and still fail every CUDA job with
+    "CUDA driver initialization failed" / error 999."""
+    health, none = _gpus(ctx)
+    if none:
+        yield none
+        return
+    host = ctx.host
+    want = ["/dev/nvidiactl", "/dev/nvidia-uvm"] + [f"/dev/nvidia{g.index}" for g in health.gpus]
+    missing = [p for p in want if not host.exists(p)]
+    if not missing:
+        yield ok(f"{plural(len(want), 'device file')} present (nvidiactl, nvidia-uvm, one per GPU)")
+        return
+    uvm = "/dev/nvidia-uvm" in missing
+    yield fail(f"missing {', '.join(missing)}", subject="/dev/nvidia*", action="fix-config",
+               evidence={"missing": missing, "expected": want},
+               explanation=("The nvidia-uvm module or its device file is missing: every CUDA program fails to "
+                            "initialise although nvidia-smi works." if uvm else
+                            "Device files of some GPUs are missing: CUDA cannot open them (a container started "
+                            "without them, or udev did not create them)."),
+               fix=("sudo nvidia-modprobe -u -c=0   # loads nvidia-uvm and creates /dev/nvidia-uvm" if uvm
+                    else "sudo nvidia-modprobe -c=0   # in a container: run it with --gpus all"))
+
+
+@check("gpu.peermem", title="nvidia_peermem is loaded where GPUDirect RDMA is expected",
+       tags=("gpu", "ib", "nccl", "health"), timeout=CHECK_TIMEOUT, params={"expect_gpudirect_rdma": "auto"})
+def peermem(ctx: Context):
+    """NCCL moves GPU memory straight to the NIC (GPUDirect RDMA) through the nvidia_peermem
+    kernel module (nv_peer_mem before R470), or through DMA-BUF with the open kernel module on
+    Linux >= 5.12. Without either, NCCL silently stages every transfer through host memory.
+    expect_gpudirect_rdma: "auto" (expected when the node has both GPUs and InfiniBand/RoCE HCAs),
+    true or false."""
+    health, none = _gpus(ctx)
+    if none:
+        yield none
+        return
+    expected = ctx.params.get("expect_gpudirect_rdma", "auto")
+    hcas = ctx.facts.infiniband.hcas
+    if expected is False or (expected == "auto" and not hcas):
+        yield skip("GPUDirect RDMA not expected (no RDMA NIC)" if not hcas else "GPUDirect RDMA not expected (config)")
+        return
+    host = ctx.host
+    loaded = [m for m in ("nvidia_peermem", "nv_peer_mem") if host.exists(f"/sys/module/{m}")]
+    if loaded:
+        yield ok(f"{loaded[0]} is loaded ({plural(len(hcas), 'RDMA device')})")
+        return
+    open_module = "Open" in ((host.read_text("/proc/driver/nvidia/version") or "").split("\n")[0])
+    yield warn("nvidia_peermem is not loaded: NCCL cannot use GPUDirect RDMA through it", subject="nvidia_peermem",
+               action="fix-config", evidence={"hcas": list(hcas), "open_kernel_module": open_module},
+               explanation="NCCL falls back to copying through host memory (slower inter-node collectives)"
+                           + (", unless it uses DMA-BUF, which the open kernel module on Linux >= 5.12 allows "
+                              "(NCCL_DMABUF_ENABLE=1, the default since NCCL 2.19)." if open_module else "."),
+               fix="sudo modprobe nvidia-peermem && echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf")
+
+
+def _has_nvswitch(ctx: Context, health) -> bool:
+    host = ctx.host
+    if host.list_dir("/proc/driver/nvidia-nvswitch/devices"):
+        return True
+    if any(g.fabric_state for g in health.gpus):  # Hopper and newer report the fabric only behind NVSwitches
+        return True
+    return any(name.startswith("nvidia-nvswitch") for name in (host.list_dir("/dev") or []))
+
+
+@check("gpu.fabric", title="On NVSwitch systems the fabric manager runs and every GPU joined the fabric",
+       tags=("gpu", "health", "nvlink"), timeout=CHECK_TIMEOUT)
+def fabric(ctx: Context):
+    """HGX/DGX systems route NVLink through NVSwitches that nvidia-fabricmanager programs; until
+    it has, CUDA reports "system not yet initialized" (error 802) and NCCL falls back or hangs.
+    Hopper and newer GPUs say whether they joined the fabric (nvidia-smi -q: Fabric State
+    Completed, Status Success). Systems without NVSwitch need no fabric manager and are not
+    judged (the service fails there with NV_WARN_NOTHING_TO_DO, which is harmless)."""
+    health, none = _gpus(ctx)
+    if none:
+        yield none
+        return
+    if not _has_nvswitch(ctx, health):
+        yield skip("no NVSwitch on this node: no fabric manager needed")
+        return
+    found = False
+    for g in health.gpus:
+        if g.fabric_state and (g.fabric_state != "Completed" or (g.fabric_status and g.fabric_status != "Success")):
+            found = True
+            status = f", status {g.fabric_status}" if g.fabric_status else ""
+            yield fail(f"GPU{g.index}: fabric state {g.fabric_state}{status}",
+                       subject=f"GPU{g.index}", action="reset-gpu",
+                       evidence={"gpu": g.index, "state": g.fabric_state, "status": g.fabric_status},
+                       explanation="The GPU has not joined the NVLink fabric: CUDA returns 'system not yet "
+                                   "initialized' and NVLink peers are unreachable.",
+                       fix="sudo systemctl restart nvidia-fabricmanager   # if it persists: reset the GPUs or reboot")
+    result = ctx.host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT)
+    state = result.stdout.strip()
+    if result.missing:
+        pass  # no systemd here (a container): the per-GPU fabric state above is what can be judged
+    elif state != "active":
+        found = True
+        yield fail(f"nvidia-fabricmanager is {state or 'not running'} on an NVSwitch system", subject="nvidia-fabricmanager",
+                   action="fix-config", evidence={"systemctl": state, "exit": result.returncode},
+                   explanation="Without the fabric manager the NVSwitches are not programmed: multi-GPU jobs fail "
+                               "with CUDA error 802 or run without NVLink.",
+                   fix="sudo systemctl enable --now nvidia-fabricmanager && journalctl -u nvidia-fabricmanager -n 50")
+    if not found:
+        yield ok(f"NVSwitch system: {plural(len(health.gpus), 'GPU')} in the fabric"
+                 + ("" if result.missing else ", nvidia-fabricmanager active"))
+
+
+@check("gpu.mig-consistency", title="All GPUs of the node are in the same MIG mode, with nothing pending",
+       tags=("gpu", "health"), timeout=CHECK_TIMEOUT)
+def mig_consistency(ctx: Context):
+    """Slurm's gres and the job's CUDA_VISIBLE_DEVICES assume one kind of device per node; a node
+    with some GPUs in MIG mode and some not (often a MIG change that waits for a GPU reset) gives
+    jobs devices they did not ask for. Across nodes, `distdoctor compare` reads gpu.mig from the
+    inventory."""
+    health, none = _gpus(ctx)
+    if none:
+        yield none
+        return
+    modes = {g.index: g.mig_mode for g in health.gpus if g.mig_mode is not None}
+    if not modes:
+        yield skip("MIG is not supported on these GPUs")
+        return
+    on = sorted(i for i, m in modes.items() if m)
+    off = sorted(i for i, m in modes.items() if not m)
+    if on and off:
+        yield warn(f"MIG enabled on GPU {','.join(map(str, on))} but not on GPU {','.join(map(str, off))}",
+                   subject="MIG mode", action="fix-config", evidence={"enabled": on, "disabled": off},
+                   explanation="A mixed node hands jobs MIG slices where they expect whole GPUs (or the reverse).",
+                   fix=f"sudo nvidia-smi -i {','.join(map(str, on))} -mig 0   # or enable it on the others; "
+                       "then reset those GPUs")
+    else:
+        yield ok(f"MIG {'enabled' if on else 'disabled'} on all {plural(len(modes), 'GPU')}")
+
+
+CHECKS = [device_nodes, peermem, fabric, mig_consistency]

@@ -1,0 +1,409 @@
+"""GPU hardware health, what a node is drained for: memory errors and row remapping, Xid/SXid in
+the kernel log, NVLink, the PCIe link and AER, clock-event (throttle) reasons sampled over a
+window, device nodes, nvidia_peermem and the NVSwitch fabric (see docs/hardware.md).
+
+Every finding that names something to do carries an action (distdoctor/hardware/actions.py);
+`health` drains only for reset-gpu, reboot and replace-hardware.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.facts.gpu import CHECK_TIMEOUT
+from distdoctor.hardware import xid as xid_catalogue
+from distdoctor.hardware.actions import needs_drain, strongest
+from distdoctor.hardware.thresholds import load as thresholds
+from distdoctor.host.nvml_health import clock_reason_names
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.kernel_log import short_pci
+from distdoctor.parsers.nvidia_smi_query import parse_query_text, parse_query_xml
+from distdoctor.parsers.nvlink import COUNTER_MAX
+from distdoctor.text import plural
+
+
+def _health(ctx: Context):
+    """(GpuHealth, None) or (None, the SKIP that says why nothing can be judged)."""
+    health = ctx.facts.gpu_health
+    if health.problem is not None:
+        if health.problem.state == "absent":
+            return None, skip(health.problem.summary)
+        return None, skip(f"not judged: {health.problem.summary.split(' — ')[0]} (see gpu.inventory)",
+                          evidence={"state": health.problem.state})
+    if not health.gpus:
+        return None, skip("no GPU answered")
+    return health, None
+
+
+def _gpu_name(g) -> str:
+    return f"GPU{g.index} ({short_pci(g.bus_id)})" if g.bus_id else f"GPU{g.index}"
+
+
+@check("gpu.memory-errors", title="GPU memory has no uncorrectable errors, pending row remaps or retirements",
+       tags=("gpu", "health", "hardware"), timeout=CHECK_TIMEOUT, params={"max_retired_pages": 60})
+def memory_errors(ctx: Context):
+    """Row remapping (Ampere and newer) and page retirement (older) are how the driver takes bad
+    memory out of use. A remap or retirement that is pending takes effect only after a GPU reset;
+    a remapping failure means the GPU ran out of spare rows and must be replaced (NVIDIA, "GPU
+    Memory Error Management"). Volatile uncorrectable ECC errors on a GPU with row remapping are
+    recovered by it (the remap shows as pending); without it they need a reset. The driver's own
+    "Drain and Reset Recommended" is followed as it says."""
+    health, none = _health(ctx)
+    if none:
+        yield none
+        return
+    limit = int(ctx.params.get("max_retired_pages", 60))
+    rows = []
+    found = False
+    for g in health.gpus:
+        subject = f"GPU{g.index}"
+        evidence = {"gpu": g.index, "bus_id": g.bus_id, "uuid": g.uuid, "source": health.source,
+                    "ecc_volatile_uncorrectable": g.ecc_volatile_uncorrectable,
+                    "ecc_aggregate_uncorrectable": g.ecc_aggregate_uncorrectable,
+                    "remap": [g.remap_correctable, g.remap_uncorrectable, g.remap_pending, g.remap_failure],
+                    "retired": [g.retired_sbe, g.retired_dbe, g.retired_pending]}
+        rows.append([g.index, g.ecc_volatile_uncorrectable if g.ecc_volatile_uncorrectable is not None else "-",
+                     g.ecc_aggregate_uncorrectable if g.ecc_aggregate_uncorrectable is not None else "-",
+                     {True: "yes", False: "no"}.get(g.remap_pending, "-"), {True: "yes", False: "no"}.get(g.remap_failure, "-"),
+                     "-" if g.retired_sbe is None and g.retired_dbe is None else (g.retired_sbe or 0) + (g.retired_dbe or 0)])
+        reset = f"nvidia-smi -r -i {g.index}   # with no process on the GPU; or reboot the node"
+        if g.remap_failure:
+            found = True
+            yield fail(f"{_gpu_name(g)}: row remapping failed — no spare memory rows left", subject=subject,
+                       action="replace-hardware", evidence=evidence,
+                       explanation="The GPU could not remap a row with uncorrectable errors: its memory can no longer "
+                                   "be repaired in the field. NVIDIA's guidance is to replace the GPU.",
+                       fix=f"nvidia-smi -q -i {g.index} -d ROW_REMAPPER   # record it for the RMA; keep the node drained")
+        elif g.remap_pending or g.retired_pending or g.drain_and_reset_recommended or g.reset_required:
+            found = True
+            what = ("a row remap is pending" if g.remap_pending else "a page retirement is pending" if g.retired_pending
+                    else "the driver recommends draining and resetting it")
+            yield fail(f"{_gpu_name(g)}: {what} ({g.remap_uncorrectable or g.ecc_volatile_uncorrectable or 0} "
+                       "uncorrectable error(s)) — needs a GPU reset", subject=subject, action="reset-gpu",
+                       evidence=evidence,
+                       explanation="Memory with uncorrectable errors is taken out of use only when the GPU is reset; "
+                                   "until then jobs can hit the same bad rows again (Xid 48/94/95).",
+                       fix=reset)
+        elif g.ecc_volatile_uncorrectable and g.remap_pending is None:
+            found = True
+            yield fail(f"{_gpu_name(g)}: {g.ecc_volatile_uncorrectable} uncorrectable ECC error(s) since the driver "
+                       "loaded", subject=subject, action="reset-gpu", evidence=evidence,
+                       explanation="Without row remapping (GPUs before Ampere) the page is retired at the next driver "
+                                   "load; the GPU's data may be corrupt until then.", fix=reset)
+        elif g.ecc_volatile_uncorrectable:
+            found = True
+            yield warn(f"{_gpu_name(g)}: {g.ecc_volatile_uncorrectable} uncorrectable ECC error(s) since the driver "
+                       "loaded, recovered by row remapping", subject=subject, action="none", evidence=evidence,
+                       explanation="The driver remapped the rows; nothing is pending. Watch for it recurring.",
+                       fix=f"nvidia-smi -q -i {g.index} -d ECC,ROW_REMAPPER")
+        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+        if retired >= limit:
+            found = True
+            yield warn(f"{_gpu_name(g)}: {retired} retired memory pages (limit {limit})", subject=subject,
+                       action="replace-hardware", evidence=evidence,
+                       explanation="The page-retirement table is nearly full (it holds 64 pages); NVIDIA replaces GPUs "
+                                   "that reach it.", fix=f"nvidia-smi -q -i {g.index} -d PAGE_RETIREMENT")
+    table = {"columns": ["GPU", "volatile uncorr.", "aggregate uncorr.", "remap pending", "remap failure",
+                         "retired pages"], "rows": rows}
+    if not found:
+        yield ok(f"{plural(len(health.gpus), 'GPU')}: no uncorrectable memory errors pending "
+                 f"({health.source})", evidence={"table": table})
+
+
+# --- Xid / SXid ------------------------------------------------------------------------------
+
+@check("gpu.xid", title="No GPU Xid or NVSwitch SXid error in the kernel log that needs the node out of service",
+       tags=("gpu", "health", "hardware", "log"), timeout=CHECK_TIMEOUT, params={"window_hours": 24.0})
+def xid_errors(ctx: Context):
+    """Xid lines in this boot's kernel log (/dev/kmsg, journalctl -k or dmesg) within the window,
+    one finding per GPU naming each code once with its count, judged by NVIDIA's Xid catalogue
+    (distdoctor/hardware/xid.toml). Errors the application caused (13, 31, 43, 45 ...) are told
+    apart and never drain; Xid 45 beside a hardware Xid on the same GPU is that Xid's cleanup.
+    "Fallen off the bus" printed without an Xid counts as Xid 79. SXid lines come from NVSwitches:
+    fatal ones need the node reset."""
+    driver = ctx.facts.gpu_driver
+    if driver.problem is not None and driver.problem.state == "absent":
+        yield skip(driver.problem.summary)  # no driver, no Xid
+        return
+    log = ctx.facts.kernel_log
+    if log.log is None:
+        yield skip(f"the kernel log cannot be read here ({log.problem})",
+                   explanation="Reading /dev/kmsg or `dmesg` needs root or kernel.dmesg_restrict=0; "
+                               "`journalctl -k` needs the systemd-journal group.",
+                   fix="sudo distdoctor check --only gpu.xid")
+        return
+    window = float(ctx.params.get("window_hours", 24.0)) * 3600
+    index = {}
+    health = ctx.facts.gpu_health
+    for g in health.gpus:
+        if g.bus_id:
+            index[short_pci(g.bus_id)] = g.index
+    per_gpu: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    sxids: dict[str, list] = defaultdict(list)
+    for event in log.log.events:
+        if event.kind in ("xid", "fallen-off-bus") and log.within(event, window):
+            per_gpu[short_pci(event.device) if event.device else "?"][event.code or 79].append(event)
+        elif event.kind == "sxid" and log.within(event, window):
+            sxids[event.device].append(event)
+    found = False
+    for device, codes in sorted(per_gpu.items()):
+        gpu = index.get(device)
+        name = f"GPU{gpu} ({device})" if gpu is not None else f"the GPU at {device}"
+        entries = {code: xid_catalogue.lookup(code) for code in codes}
+        hardware = {c for c, e in entries.items() if e.origin == "hardware" and needs_drain(e.action)}
+        # Xid 45 is the driver cleaning up after another error: beside a hardware Xid it is that one's.
+        judged = {c: e for c, e in entries.items() if not (c == 45 and hardware)}
+        action = strongest(e.action for e in judged.values())
+        parts = [f"Xid {c}" + (f" ×{len(codes[c])}" if len(codes[c]) > 1 else "") + f" ({entries[c].meaning or 'unknown'})"
+                 for c in sorted(codes)]
+        times = [t for evs in codes.values() for e in evs if (t := log.wall_time(e)) is not None]
+        evidence = {"device": device, "gpu": gpu, "source": log.source,
+                    "codes": {str(c): {"count": len(evs), "action": entries[c].action, "origin": entries[c].origin,
+                                       "mnemonic": entries[c].mnemonic, "first": evs[0].message[:200]}
+                              for c, evs in sorted(codes.items())},
+                    "first_time": min(times) if times else None, "last_time": max(times) if times else None,
+                    "catalogue": xid_catalogue.SOURCE}
+        found = True
+        unknown = [c for c, e in entries.items() if not e.known]
+        reset_fix = f"nvidia-smi -r -i {gpu}" if gpu is not None else "nvidia-smi -r -i INDEX"
+        fixes = {"reset-gpu": f"{reset_fix}   # with no process on the GPU; then check it: dcgmi diag -r 2",
+                 "reboot": "# drain the node, then reboot it (a GPU that fell off the bus comes back only after a reboot)",
+                 "replace-hardware": "nvidia-bug-report.sh   # drain the node and open a hardware case with its output",
+                 "app-error": "# the program faulted (bad address, illegal instruction): run it under compute-sanitizer",
+                 "restart-app": "# restart the job; if it recurs on this GPU only, run dcgmi diag -r 3 on it",
+                 "none": "# informational; nothing to do"}
+        summary = f"{name}: {', '.join(parts)}"
+        explanation = ("From NVIDIA's Xid catalogue: " +
+                       "; ".join(f"{c}: {entries[c].mnemonic or 'not catalogued'} → {entries[c].action}"
+                                 for c in sorted(codes)))
+        if needs_drain(action):
+            yield fail(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action,
+                       evidence=evidence, explanation=explanation, fix=fixes[action])
+        elif action in ("app-error", "restart-app") or unknown:
+            yield warn(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action or "none",
+                       evidence=evidence, explanation=explanation + (" Application errors are the program's, not the "
+                                                                     "node's: no drain."),
+                       fix=fixes.get(action or "none", fixes["none"]))
+        else:
+            yield ok(summary, evidence=evidence)
+    for device, events in sorted(sxids.items()):
+        found = True
+        fatal = [e for e in events if e.detail == "fatal"]
+        codes = sorted({e.code for e in events})
+        summary = (f"NVSwitch {device}: {plural(len(events), 'SXid')} ({', '.join(map(str, codes))})"
+                   + (f", {len(fatal)} fatal" if fatal else ""))
+        evidence = {"device": device, "codes": codes, "fatal": len(fatal), "first": events[0].message[:200]}
+        if fatal:
+            yield fail(summary, subject=device, action="reboot", evidence=evidence,
+                       explanation="A fatal NVSwitch error stalls NVLink traffic through it; NVIDIA's SXid guide asks "
+                                   "for the GPUs and NVSwitches to be reset (a reboot).",
+                       fix="# drain the node and reboot it; if the SXid returns: nvidia-bug-report.sh")
+        else:
+            yield warn(summary, subject=device, action="none", evidence=evidence,
+                       explanation="Non-fatal (or unlabelled) NVSwitch errors: the fabric carried on. Recurring ones "
+                                   "point at a link or NVSwitch to inspect.", fix="# watch for a fatal SXid or Xid 74/145")
+    if not found:
+        yield ok(f"no Xid or SXid in the kernel log within {ctx.params.get('window_hours', 24.0):g} h "
+                 f"({log.source}, {plural(log.log.lines, 'line')})")
+
+
+# --- NVLink ----------------------------------------------------------------------------------
+
+@check("gpu.nvlink", title="Every GPU's NVLink links are up and their error counters quiet",
+       tags=("gpu", "health", "hardware", "nvlink"), timeout=CHECK_TIMEOUT,
+       params={"expected_links": 0, "max_errors": 1000})
+def nvlink(ctx: Context):
+    """Links expected (expected_links per GPU, or else as many as the GPU with the most active
+    ones) against links active: an inactive link on an NVLink system halves or worse the bandwidth of every
+    collective and is reset-class (NVIDIA: Xid 74, reset the GPU). Replay, recovery and CRC
+    counters above max_errors point at a link to inspect; a counter at 65535 has saturated."""
+    health, none = _health(ctx)
+    if none:
+        yield none
+        return
+    state = ctx.facts.nvlink
+    if state.problem:
+        yield skip(f"NVLink state not read: {state.problem}")
+        return
+    linked = [g for g in state.gpus if g.active]
+    expected = int(ctx.params.get("expected_links", 0))
+    if not linked and not expected:
+        # No link up anywhere: no NVLink, or a PCIe card whose bridge is not fitted (it lists every
+        # link <inactive>). A site that expects links says so with expected_links.
+        yield skip("no active NVLink on this node's GPUs" + (" (links listed, none active)" if any(
+            g.links for g in state.gpus) else ""))
+        return
+    # Without a site's number, the GPU with the most active links sets what the others should have.
+    expected = expected or max(len(g.active) for g in linked)
+    limit = int(ctx.params.get("max_errors", 1000))
+    found = False
+    for g in state.gpus:
+        active = g.active
+        if len(active) < expected:
+            found = True
+            yield fail(f"GPU{g.index}: {len(active)} of {expected} NVLink links active"
+                       + (f" (inactive: {', '.join(map(str, g.inactive))})" if g.inactive else ""),
+                       subject=f"GPU{g.index}", action="reset-gpu",
+                       evidence={"gpu": g.index, "active": active, "inactive": g.inactive, "expected": expected,
+                                 "source": state.source},
+                       explanation="NCCL routes around a missing link through slower paths or PCIe; the link comes "
+                                   "back only after a GPU reset, and a link that stays down is hardware.",
+                       fix=f"nvidia-smi -r -i {g.index}   # with no process on it; then: nvidia-smi nvlink -s -i {g.index}")
+        for link, counters in sorted(g.errors.items()):
+            saturated = [n for n, v in counters.items() if v >= COUNTER_MAX]
+            high = {n: v for n, v in counters.items() if v > limit}
+            if saturated or high:
+                found = True
+                emit = fail if saturated else warn
+                yield emit(f"GPU{g.index} NVLink {link}: " + ", ".join(f"{n} errors {v}" for n, v in sorted(high.items()))
+                           + (" (saturated)" if saturated else ""), subject=f"GPU{g.index}/link{link}",
+                           action="replace-hardware", evidence={"gpu": g.index, "link": link, "counters": counters},
+                           explanation="CRC and replay errors are retransmissions on a marginal link: each one costs "
+                                       "bandwidth, and a link that keeps counting needs its GPU, baseboard or "
+                                       "NVSwitch tray inspected.",
+                           fix=f"nvidia-smi nvlink -e -i {g.index}   # reset the counters with -r 0 and watch them")
+    if not found:
+        yield ok(f"{plural(len(linked), 'GPU')} with {expected} NVLink links each, all active, counters under {limit}")
+
+
+# --- PCIe ------------------------------------------------------------------------------------
+
+@check("gpu.pcie-link", title="GPUs run their PCIe link at full width (and speed under load), without AER errors",
+       tags=("gpu", "health", "hardware", "pcie"), timeout=CHECK_TIMEOUT,
+       params={"busy_percent": 30, "max_corrected_aer": 100, "window_hours": 24.0})
+def pcie_link(ctx: Context):
+    """A GPU whose link trained narrower than it can (x8 of x16) moves host data at half speed:
+    a seating, riser or slot problem. The link generation drops when a GPU idles (power saving),
+    so a lower generation counts only while the GPU is busy. Fatal and non-fatal AER errors in the
+    kernel log mean a device or its link failed; many corrected ones mean a marginal link."""
+    health, none = _health(ctx)
+    if none:
+        yield none
+        return
+    busy = int(ctx.params.get("busy_percent", 30))
+    found = False
+    for g in health.gpus:
+        evidence = {"gpu": g.index, "gen": [g.pcie_gen_current, g.pcie_gen_max],
+                    "width": [g.pcie_width_current, g.pcie_width_max], "pstate": g.performance_state,
+                    "utilization": g.utilization}
+        if g.pcie_width_current and g.pcie_width_max and g.pcie_width_current < g.pcie_width_max:
+            found = True
+            yield warn(f"{_gpu_name(g)}: PCIe link x{g.pcie_width_current} of x{g.pcie_width_max}", subject=f"GPU{g.index}",
+                       action="replace-hardware", evidence=evidence,
+                       explanation="The link trained narrower than the GPU supports: a badly seated card or riser, a "
+                                   "damaged slot, or a slot wired narrower than the GPU (then expected).",
+                       fix=f"lspci -vv -s {g.bus_id[-12:].lower() if g.bus_id else 'BUS:ID'} | grep -E 'LnkCap|LnkSta'")
+        is_busy = (g.utilization or 0) >= busy
+        if g.pcie_gen_current and g.pcie_gen_max and g.pcie_gen_current < g.pcie_gen_max and is_busy:
+            found = True
+            yield warn(f"{_gpu_name(g)}: PCIe Gen{g.pcie_gen_current} of Gen{g.pcie_gen_max} while {g.utilization} % busy",
+                       subject=f"GPU{g.index}", action="replace-hardware", evidence=evidence,
+                       explanation="Under load a GPU runs its link at the highest generation both ends support; a lower "
+                                   "one is a link that retrained down (signal integrity, BIOS setting).",
+                       fix=f"nvidia-smi -q -i {g.index} -d PERFORMANCE,PCI")
+    log = ctx.facts.kernel_log
+    if log.log is not None:
+        window = float(ctx.params.get("window_hours", 24.0)) * 3600
+        by_device: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for event in log.log.events:
+            if event.kind == "aer" and log.within(event, window):
+                by_device[event.device][event.detail] += 1
+        limit = int(ctx.params.get("max_corrected_aer", 100))
+        for device, counts in sorted(by_device.items()):
+            evidence = {"device": device, "counts": dict(counts), "source": log.source}
+            if counts.get("fatal") or counts.get("non-fatal"):
+                found = True
+                yield fail(f"PCIe device {device}: {counts.get('fatal', 0)} fatal and {counts.get('non-fatal', 0)} "
+                           "non-fatal AER error(s)", subject=device, action="reboot", evidence=evidence,
+                           explanation="An uncorrectable PCIe error: the device or its link failed (a GPU behind it "
+                                       "often falls off the bus next). Recovery needs a reboot; recurrence, hardware.",
+                           fix=f"lspci -vvv -s {device} | grep -A4 -i 'UESta'   # then drain and reboot the node")
+            elif counts.get("corrected", 0) > limit:
+                found = True
+                yield warn(f"PCIe device {device}: {counts['corrected']} corrected AER errors", subject=device,
+                           action="replace-hardware", evidence=evidence,
+                           explanation="Corrected errors are retried transfers: many of them mean a marginal link.",
+                           fix=f"lspci -vvv -s {device} | grep -A4 -i 'CESta'")
+    if not found:
+        yield ok(f"{plural(len(health.gpus), 'GPU')}: PCIe links at full width"
+                 + ("" if log.log is None else ", no AER errors to act on"))
+
+
+# --- clock-event (throttle) reasons -----------------------------------------------------------
+
+_HARDWARE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+_SOFT_REASONS = ("sw_thermal_slowdown",)
+
+
+def _sample_reasons(ctx: Context, source: str) -> dict[int, tuple[str, ...]]:
+    """One more reading of every GPU's active clock-event reasons, from the source of the first."""
+    if source == "nvml":
+        snap = ctx.host.nvml_snapshot(4.0)
+        return {int(g["index"]): clock_reason_names(g.get("throttle_reasons")) for g in snap.get("gpus", [])}
+    xml = source.endswith("-x")
+    result = ctx.facts.nvidia_smi.run("-q", *(("-x",) if xml else ()), "-d", "PERFORMANCE")
+    if not result.ok:
+        return {}
+    try:
+        report = (parse_query_xml if xml else parse_query_text)(result.stdout)
+    except ParseError:
+        return {}
+    return {g.index: g.clock_reasons for g in report.gpus}
+
+
+@check("gpu.throttle", title="No GPU is held back by hardware slowdown, power brake or thermal limits",
+       tags=("gpu", "health", "hardware"), timeout=CHECK_TIMEOUT,
+       params=dict(thresholds()["gpu"]["throttle"]))
+def throttle(ctx: Context):
+    """One reading of a clock-event reason says little (a power brake can flicker); a reason that
+    shows in the first reading is read again `samples` times over `window_seconds`, and only one
+    active in at least `active_share` of the readings is reported (after gpud's rate rule:
+    HW slowdown at >= 0.6 events a minute). Hardware slowdown and power brake come from the board
+    or the system (power supply, cooling) and drain; software thermal slowdown is a warning."""
+    health, none = _health(ctx)
+    if none:
+        yield none
+        return
+    watched = _HARDWARE_REASONS + _SOFT_REASONS
+    first = {g.index: tuple(r for r in g.clock_reasons if r in watched) for g in health.gpus}
+    if not any(first.values()):
+        yield ok(f"{plural(len(health.gpus), 'GPU')}: no hardware or thermal slowdown")
+        return
+    samples = max(1, int(ctx.params.get("samples", 5)))
+    gap = float(ctx.params.get("window_seconds", 2.0)) / samples
+    seen: dict[int, dict[str, int]] = {i: {r: 1 for r in rs} for i, rs in first.items()}
+    for _ in range(samples):
+        time.sleep(gap)
+        for index, reasons in _sample_reasons(ctx, health.source).items():
+            for reason in reasons:
+                if reason in watched and index in seen:
+                    seen[index][reason] = seen[index].get(reason, 0) + 1
+    share = float(ctx.params.get("active_share", 0.6))
+    found = False
+    for index, counts in sorted(seen.items()):
+        lasting = sorted(r for r, n in counts.items() if n / (samples + 1) >= share)
+        if not lasting:
+            continue
+        found = True
+        hard = [r for r in lasting if r in _HARDWARE_REASONS]
+        evidence = {"gpu": index, "readings": samples + 1, "active": counts}
+        words = ", ".join(r.replace("_", " ") for r in lasting)
+        if hard:
+            yield fail(f"GPU{index}: {words} in {max(counts[r] for r in hard)} of {samples + 1} readings",
+                       subject=f"GPU{index}", action="replace-hardware", evidence=evidence,
+                       explanation="The board or the system asserts a slowdown (power brake from the power supply, "
+                                   "an over-temperature or power alarm): the GPU runs at a fraction of its clock and "
+                                   "every collective waits for it.",
+                       fix=f"nvidia-smi -q -i {index} -d PERFORMANCE,TEMPERATURE,POWER   # check PSUs, fans, BMC logs")
+        else:
+            yield warn(f"GPU{index}: {words} in {max(counts.values())} of {samples + 1} readings", subject=f"GPU{index}",
+                       action="fix-config", evidence=evidence,
+                       explanation="The driver lowers the clock to keep the GPU under its temperature target.",
+                       fix=f"nvidia-smi -q -i {index} -d TEMPERATURE   # check airflow and the fan curve")
+    if not found:
+        yield ok(f"slowdown seen once but not lasting over {samples + 1} readings")
+
+
+CHECKS = [memory_errors, xid_errors, nvlink, pcie_link, throttle]

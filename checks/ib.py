@@ -1,0 +1,165 @@
+"""InfiniBand/RoCE port health: error counters against published thresholds, a port that is not
+ACTIVE although its cable is up, and link flaps in the kernel log (see docs/hardware.md; the
+thresholds and their sources are distdoctor/hardware/thresholds.toml)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.facts.hardware import read_ib_counters
+from distdoctor.hardware.thresholds import load as thresholds
+from distdoctor.text import plural
+
+CHECK_TIMEOUT = 15.0
+
+
+def judge_counters(first: dict[str, int], second: dict[str, int] | None, seconds: float,
+                   uptime: float | None, limits: dict) -> list[tuple[str, str, str, str]]:
+    """(counter, status, action, why) for each counter past its threshold: an increase between
+    two readings, a rate over the counter's life, or a count since boot."""
+    out = []
+    for name, rule in limits.items():
+        value = first.get(name)
+        if value is None:
+            continue
+        action = rule.get("action", "replace-hardware")
+        if second is not None and "increase" in rule and second.get(name, value) - value >= rule["increase"]:
+            out.append((name, "fail", action, f"rose by {second[name] - value} in {seconds:.1f} s (now {second[name]})"))
+            continue
+        if "per_hour" in rule and uptime and uptime > 0:
+            rate = value / (uptime / 3600)
+            if rate > rule["per_hour"] and value > rule["per_hour"]:
+                out.append((name, "fail", action, f"{value} since boot, {rate:.0f}/h (limit {rule['per_hour']}/h)"))
+                continue
+        if "since_boot" in rule and value >= rule["since_boot"]:
+            out.append((name, "warn", action, f"{value} since boot (looked at from {rule['since_boot']})"))
+    return out
+
+
+@check("ib.port-counters", title="InfiniBand/RoCE port error counters are within published thresholds",
+       tags=("ib", "health", "hardware"), timeout=CHECK_TIMEOUT, params={"sample_seconds": 2.0})
+def port_counters(ctx: Context):
+    """Counters under /sys/class/infiniband/<hca>/ports/<n>/counters against the thresholds in
+    thresholds.toml (NVSentinel, gpud). A port whose counters are past a since-boot or rate
+    threshold is read again after sample_seconds: a counter still rising is a live fault (FAIL,
+    the node needs its cable or HCA looked at); one that stopped is history (WARN)."""
+    table = ctx.facts.ib_counters
+    if not table.ports:
+        yield skip("no InfiniBand/RoCE ports on this node")
+        return
+    limits = thresholds()["ib"]["counters"]
+    suspects = {(p.hca, p.port): judge_counters(p.counters, None, 0, table.uptime, limits) for p in table.ports}
+    second = {}
+    wait = float(ctx.params.get("sample_seconds", 2.0))
+    flagged = [p for p in table.ports if suspects[(p.hca, p.port)]]
+    if flagged and wait > 0:
+        time.sleep(max(0.0, wait - (time.monotonic() - table.read_at)))
+        again = read_ib_counters(ctx.host, [(p.hca, p.port, p.state, p.phys_state, p.link_layer) for p in flagged])
+        second = {(p.hca, p.port): p.counters for p in again}
+    found = False
+    for p in table.ports:
+        key = (p.hca, p.port)
+        if key in second:
+            verdicts = judge_counters(p.counters, second[key], max(wait, 0.001), table.uptime, limits)
+        else:
+            verdicts = suspects[key]
+        if not verdicts:
+            continue
+        found = True
+        worst = fail if any(v[1] == "fail" for v in verdicts) else warn
+        rising = key in second and any(v[1] == "fail" for v in verdicts)
+        yield worst(f"{p.hca} port {p.port}: " + "; ".join(f"{n} {why}" for n, _s, _a, why in verdicts),
+                    subject=f"{p.hca}:{p.port}", action=verdicts[0][2],
+                    evidence={"hca": p.hca, "port": p.port, "counters": p.counters, "second": second.get(key),
+                              "uptime_s": table.uptime, "sources": {n: limits[n].get("source", "") for n, *_ in verdicts}},
+                    explanation=("Link errors are rising now: the cable, transceiver or HCA port is failing and NCCL "
+                                 "traffic over it retries or stalls." if rising else
+                                 "The port has counted link errors since boot; they have stopped for now. Check the "
+                                 "cable and the switch port before it flaps again."),
+                    fix=f"perfquery -x -C {p.hca} -P {p.port}   # and on the switch side: ibdiagnet; reseat or replace the cable")
+    if not found:
+        yield ok(f"{plural(len(table.ports), 'port')}: error counters within thresholds")
+
+
+@check("ib.port-state", title="No InfiniBand port is down or stuck while its physical link is up",
+       tags=("ib", "health"), timeout=CHECK_TIMEOUT)
+def port_state(ctx: Context):
+    """A port whose physical state is LinkUp but whose logical state is not ACTIVE has a cable and
+    a peer but was never brought up: on InfiniBand no subnet manager configured it (INIT), or the
+    port was disabled. A port Polling has no peer answering (cable, transceiver, switch port)."""
+    ib = ctx.facts.infiniband
+    if not ib.ports:
+        yield skip("no InfiniBand/RoCE ports on this node")
+        return
+    found = False
+    for p in ib.ports:
+        state, phys = p.state.upper(), p.phys_state.lower()
+        evidence = {"hca": p.hca, "port": p.port, "state": p.state, "phys_state": p.phys_state,
+                    "link_layer": p.link_layer}
+        if phys == "linkup" and state and state != "ACTIVE":
+            found = True
+            yield fail(f"{p.hca} port {p.port} is {p.state} although its physical link is up", subject=f"{p.hca}:{p.port}",
+                       action="fix-config", evidence=evidence,
+                       explanation="The link trained but the port was not activated: on InfiniBand the subnet manager "
+                                   "has not configured it (INIT/ARMED), so no traffic passes.",
+                       fix="sminfo   # is a subnet manager running? then: ibstat " + p.hca)
+        elif phys == "polling":
+            found = True
+            yield warn(f"{p.hca} port {p.port} is Polling: no peer answers on the link", subject=f"{p.hca}:{p.port}",
+                       action="replace-hardware", evidence=evidence,
+                       explanation="The port is looking for a link partner: an unplugged or broken cable, transceiver "
+                                   "or switch port. Harmless only for a port that is not meant to be cabled.",
+                       fix=f"ibstat {p.hca} {p.port}   # check the cable and the switch port")
+    if not found:
+        yield ok(f"{plural(len(ib.ports), 'port')}: none stuck below ACTIVE with the link up")
+
+
+@check("ib.link-flaps", title="No RDMA port flapped or lost carrier repeatedly in the kernel log",
+       tags=("ib", "health", "log"), timeout=CHECK_TIMEOUT,
+       params={"window_hours": float(thresholds()["ib"]["kernel_log"]["window_hours"])})
+def link_flaps(ctx: Context):
+    """mlx5 port state changes (`Port: 1 Link DOWN`), Ethernet link downs of mlx5 interfaces and
+    "lost carrier" lines within the window of thresholds.toml [ib.kernel_log]: gpud calls a port
+    flapping after 3 down/up cycles; AzNHC flags 5 lost-carrier events in 24 hours. Link changes
+    while the driver loads (before the port was ever ACTIVE) are not counted."""
+    if not ctx.facts.infiniband.hcas:
+        yield skip("no InfiniBand/RoCE ports on this node")
+        return
+    log = ctx.facts.kernel_log
+    if log.log is None:
+        yield skip(f"the kernel log cannot be read here ({log.problem})")
+        return
+    rules = thresholds()["ib"]["kernel_log"]
+    hours = float(ctx.params.get("window_hours", rules.get("window_hours", 24)))
+    window = hours * 3600
+    downs: dict[str, int] = defaultdict(int)
+    carrier: dict[str, int] = defaultdict(int)
+    was_up: set[str] = set()
+    for e in log.log.events:
+        if e.kind != "link" or not log.within(e, window):
+            continue
+        if e.detail in ("active", "up"):
+            was_up.add(e.device)
+        elif e.detail in ("down", "init") and e.device in was_up:
+            downs[e.device] += 1
+            was_up.discard(e.device)
+        elif e.detail == "lost-carrier":
+            carrier[e.device] += 1
+    found = False
+    for device in sorted(set(downs) | set(carrier)):
+        flaps, lost = downs.get(device, 0), carrier.get(device, 0)
+        if flaps >= rules.get("link_down", 3) or lost >= rules.get("lost_carrier", 5):
+            found = True
+            yield fail(f"{device}: {plural(flaps, 'down/up cycle')} and {lost} lost-carrier event(s) within "
+                       f"{hours:g} h", subject=device, action="replace-hardware",
+                       evidence={"device": device, "down_after_up": flaps, "lost_carrier": lost, "source": log.source},
+                       explanation="A flapping link drops NCCL connections and stalls collectives each time it goes "
+                                   "down: the cable, transceiver or switch port needs replacing.",
+                       fix=f"journalctl -k | grep -E '{device.split('/')[0]}'   # then reseat or replace the cable")
+    if not found:
+        yield ok(f"no RDMA link flapping in the kernel log ({log.source})")
+
+
+CHECKS = [port_counters, port_state, link_flaps]

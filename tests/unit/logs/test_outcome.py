@@ -1,0 +1,99 @@
+"""A failed job never reads as clean: the exit, death and crash markers (distdoctor/logs/exits.toml)
+and the "failed, cause not in the catalogue" finding built from them."""
+
+import pytest
+
+from distdoctor.logs import outcome
+from distdoctor.logs.analysis import analyse
+from distdoctor.model import Status
+
+
+def _lead(tmp_path, text, name="job.log"):
+    path = tmp_path / name
+    path.write_text(text)
+    runs, _ok = analyse([str(path)], use_grep=False)
+    return next(r for r in runs if r.id == "log.diagnosis").findings[0]
+
+
+@pytest.mark.parametrize("text, rank, host, quoted", [
+    ("step 10 loss 1.2\nsrun: error: gpu042: task 3: Exited with exit code 1\n", 3, "gpu042", "Exited with exit code 1"),
+    ("step 1\n\n  Process name: [[12167,1],10]\n  Exit code:    3\n", 10, "", "Process name"),
+    ("● slurmd.service - Slurm node daemon\n     Loaded: loaded (/lib/systemd/system/slurmd.service; enabled)\n"
+     "     Active: failed (Result: exit-code) since Tue 2024-01-02 10:00:00 UTC; 5s ago\n", None, "", "Active: failed"),
+    ("[1,2]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks\n", 2, "",
+     "Horovod has been shut down"),
+    ("(pid=81332)   File \"worker.py\", line 423, in sigterm_handler\n(pid=81332)     sys.exit(1)\n"
+     "(pid=81332) SystemExit: 1\n", None, "", "SystemExit: 1"),
+    ("[ERROR] [launch.py:321:sigkill_handler] ['python', '-u', 'main.py', '--local_rank=5'] exits with return code = 1\n",
+     5, "", "exits with return code = 1"),
+])
+def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
+    lead = _lead(tmp_path, text)
+    assert lead.status == Status.FAIL and lead.subject == "job-failed", lead.summary
+    assert lead.evidence["rank"] == rank and lead.evidence["host"] == host
+    assert any(quoted in line for line in lead.evidence["lines"]), lead.evidence["lines"]
+    assert "not in the catalogue" in lead.summary or "the catalogue does not know" in lead.summary
+
+
+def test_killed_rank_gets_the_oom_look_on_its_node(tmp_path):
+    lead = _lead(tmp_path, "mpirun noticed that process rank 1 with PID 4242 on node node2 exited on signal 9 (Killed).\n")
+    assert lead.evidence["rank"] == 1 and lead.evidence["signals"] == ["SIGKILL"]
+    assert "ssh node2 dmesg -T | grep -i -E 'killed process|out of memory'" in lead.fix.splitlines()
+
+
+def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
+    text = ("[1,1]<stderr>:ValueError: shapes (3,) and (4,) not aligned\n"
+            "[1,0]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks\n"
+            "Primary job  terminated normally, but 1 process returned\n")
+    lead = _lead(tmp_path, text)
+    assert lead.evidence["rank"] == 1 and "ValueError" in lead.summary
+
+
+@pytest.mark.parametrize("text", [
+    "node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\nnode1:1:1 [0] NCCL INFO Init COMPLETE\n",
+    "epoch 3 done, exit code 0\nprocess exited with code 0\n",
+    "The job finished. Exit status 0.\n",
+])
+def test_a_healthy_log_stays_clean(tmp_path, text):
+    assert _lead(tmp_path, text).status == Status.OK
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "no .*marker"),
+    ('[[marker]]\nid = "x"\nsays = "x"\nkeywords = ["a"]\npattern = "("\nweight = "exit"\n', "error"),
+    ('[[marker]]\nid = "x"\nsays = "x"\nkeywords = ["a"]\npattern = "a"\nweight = "exit"\nexamples = ["b"]\n',
+     "does not match"),
+])
+def test_a_broken_marker_table_is_refused_by_name(text, problem):
+    with pytest.raises(outcome.MarkerError, match=problem):
+        outcome.parse(text)
+
+
+@pytest.mark.parametrize("text, subject, status", [
+    # Lightning's rank announcements: half the world never started, no error anywhere
+    ("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in (1, 2, 0, 3)),
+     "missing-ranks", Status.WARN),
+    # every rank announced twice, word for word: two launches gave out the same numbers
+    ("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" * 2 for r in range(4)),
+     "duplicate-ranks", Status.FAIL),
+    # the same rank from two processes in one NCCL communicator
+    ("a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n"
+     "b:2:2 [0] NCCL INFO comm 0x2 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0xab - Init COMPLETE\n",
+     "duplicate-ranks", Status.FAIL),
+])
+def test_missing_and_duplicated_ranks_are_never_clean(tmp_path, text, subject, status):
+    lead = _lead(tmp_path, text)
+    assert (lead.subject, lead.status) == (subject, status), lead.summary
+
+
+def test_one_process_logging_its_rank_through_two_loggers_is_not_a_duplicate(tmp_path):
+    text = "".join(f"INFO: Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n"
+                   f"I0411 01:28:10.345892 1406 distributed.py:244] Initializing distributed: GLOBAL_RANK: {r}, "
+                   f"MEMBER: {r + 1}/2\n" for r in range(2))
+    assert _lead(tmp_path, text).status == Status.OK
+
+
+def test_every_rank_of_a_communicator_seen_is_clean(tmp_path):
+    text = "".join(f"h:{r}:{r} [{r}] NCCL INFO comm 0x{r} rank {r} nranks 2 cudaDev {r} busId {r}000 commId 0xab - "
+                   f"Init COMPLETE\n" for r in range(2))
+    assert _lead(tmp_path, text).status == Status.OK

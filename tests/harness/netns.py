@@ -1,9 +1,12 @@
 """Network namespaces for tests: unique names, created with iproute2, always deleted.
 
-    with Namespaces("ddnet") as ns:
-        a = ns.add("a")                     # -> "ddnet-<pid>-a"
+    with Namespaces("net") as ns:
+        a = ns.add("a")                     # -> "<run tag>net" + "a" (tests/harness/runprefix.py)
         ns.veth("a", "eth0", "b", "eth0")   # a veth pair between two namespaces
-        ns.run("a", ["ip", "addr", "add", "10.99.0.1/24", "dev", "eth0"])
+        ns.run("a", ["ip", "addr", "add", f"{RUN.subnet('net.netns')}.1/24", "dev", "eth0"])
+
+Names start with the run's tag (DISTDOCTOR_TEST_PREFIX and the pid), so two runs of the suite
+never touch each other's namespaces.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Sequence
 import pytest
 
 from tests.harness import apt
+from tests.harness.runprefix import RUN
 
 
 def require_root() -> None:
@@ -24,10 +28,12 @@ def require_root() -> None:
 
 
 class Namespaces:
-    def __init__(self, prefix: str):
+    _veths = 0  # every veth pair this process makes gets its own temporary names
+
+    def __init__(self, area: str):
         require_root()
         apt.ensure("iproute2")
-        self.prefix = f"{prefix}{os.getpid() % 100000}"
+        self.prefix = RUN.name(area)
         self.names: list[str] = []
 
     def __enter__(self) -> "Namespaces":
@@ -58,7 +64,8 @@ class Namespaces:
     def veth(self, a: str | None, a_if: str, b: str | None, b_if: str) -> None:
         """A veth pair with one end in namespace a (None: the root namespace) named a_if and the
         other in b named b_if. Temporary names avoid clashes in the root namespace."""
-        tmp_a, tmp_b = f"dd{os.getpid() % 10000}a{len(self.names)}", f"dd{os.getpid() % 10000}b{len(self.names)}"
+        Namespaces._veths += 1
+        tmp_a, tmp_b = (RUN.ifname(side, Namespaces._veths % 1000) for side in "ab")
         subprocess.run(["ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b], check=True,
                        capture_output=True, timeout=10)
         for tmp, ns, final in ((tmp_a, a, a_if), (tmp_b, b, b_if)):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from typing import Mapping, Sequence
@@ -13,6 +12,7 @@ from typing import Mapping, Sequence
 import pytest
 
 from tests.conftest import distdoctor_argv
+from tests.harness.runprefix import free_port as _run_port
 
 # Launcher variables of the shell running pytest (an srun or mpirun around CI) must not leak in.
 _LAUNCHER = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE",
@@ -30,9 +30,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return _run_port("127.0.0.1")
 
 
 def rank_env(rank: int, world: int, port: int, addr: str = "127.0.0.1", **extra: str) -> dict[str, str]:

@@ -7,18 +7,23 @@
 
 Layout (after /work/shared/lab/slurm2.sh, proven on this kind of machine):
 
-    root netns: bridge <prefix>br<pid> at <net>.1/24      <- munged, slurmctld
-      veth <prefix><pid>v<i> <-> eth0 in netns <prefix><pid>n<i> at <net>.1<i>/24
+    root netns: bridge <tag>sb<k> at <net>.1/24      <- munged, slurmctld
+      veth <tag>sv<k><i> <-> eth0 in netns <tag><area><k>n<i> at <net>.1<i>/24
         slurmd -N node<i> in its own UTS namespace (hostname node<i>) and a private mount
         namespace: a fresh sysfs (so /sys/class/net shows only eth0 and lo), /sys/fs/cgroup
         re-bound from the host (slurmd 22.05 refuses to start without it), /etc/hosts
         bind-mounted from the base directory so every node name resolves to its eth0 address
         (torch gloo then works without GLOO_SOCKET_IFNAME).
 
-Everything is unique per process so that two clusters can run side by side: the base directory
-(/tmp/<prefix>-slurm-<pid>), ports (picked free at start), namespace and bridge names (with the
-pid) and the /24 inside the given /16 (derived from the pid). Job steps (`srun`) run with the
-caller's environment, so the installed `distdoctor` and the venv's torch work inside them.
+Everything is unique per run and per cluster, so that two clusters (and two runs of the suite)
+can run side by side: <tag> is DISTDOCTOR_TEST_PREFIX and the pid (tests/harness/runprefix.py),
+<k> counts the clusters of this process, the /24 is a free one of the run's /16 and the ports
+come from the run's block. Job steps (`srun`) run with the caller's environment, so the
+installed `distdoctor` and the venv's torch work inside them.
+
+The suite shares one three-node cluster (the `slurm_cluster` fixture in
+tests/integration/conftest.py); start your own only for another shape (GPUs, CPUs) or to test
+starting and stopping. `snapshot()` and `restore()` are how the shared one stays as it was.
 
 Optional fake GPUs: `gpus_per_node=N` declares `Gres=gpu:N` with per-node stand-in device files,
 so Slurm sets CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS / SLURM_STEP_GPUS as on a GPU node, and puts
@@ -41,18 +46,13 @@ from typing import Mapping, Sequence
 import pytest
 
 from tests.harness import apt
+from tests.harness.runprefix import RUN, SUBNETS, free_port
 
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "iproute2", "util-linux")
 
 
 class SlurmError(RuntimeError):
     pass
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 def _alive(pid: int) -> bool:
@@ -85,31 +85,33 @@ def _ancestors() -> set[int]:
 _instances = 0
 
 
-def _free_subnet(net16: str, seed: int) -> str:
-    """A /24 of net16 that no interface on this machine uses yet."""
+def _free_subnet(seed: int) -> str:
+    """A /24 of the run's free block that no interface on this machine uses yet."""
     out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
     used = {m.group(1) for m in re.finditer(r"inet (\d+\.\d+\.\d+)\.\d+/", out)}
-    for k in range(250):
-        candidate = f"{net16}.{(seed + k) % 250 + 1}"
+    block = len(SUBNETS["free"])
+    for k in range(block):
+        candidate = RUN.subnet("free", (seed + k) % block)
         if candidate not in used:
             return candidate
-    raise SlurmError(f"no free /24 left in {net16}.0.0/16")
+    raise SlurmError(f"no free /24 left in the run's block of {RUN.net16}.0.0/16")
 
 
 class SlurmCluster:
-    def __init__(self, prefix: str = "dds", net16: str = "10.82", nodes: int = 2,
-                 gpus_per_node: int = 0, cpus: int | None = None):
+    def __init__(self, prefix: str = "s", nodes: int = 2, gpus_per_node: int = 0, cpus: int | None = None):
+        """prefix: a few letters naming the test area in namespace and directory names (the run's
+        own prefix, from DISTDOCTOR_TEST_PREFIX, always comes first)."""
         global _instances
         _instances += 1
-        pid = os.getpid()
+        if not 1 <= nodes <= 9:
+            raise SlurmError("a test cluster has 1 to 9 nodes (one digit in interface names)")
         self.prefix = prefix
-        self.pid = pid
-        # pid plus a per-process counter: two clusters in one session must not collide either
-        self.uid = f"{pid}{_instances % 10}"
-        self.base = f"/tmp/{prefix}-slurm-{self.uid}"
-        self.net16 = net16
+        self.pid = RUN.pid
+        # a per-process counter: two clusters in one session must not collide either
+        self.uid = str(_instances % 10)
+        self.base = f"/tmp/{RUN.name('-', prefix, '-slurm-', self.uid)}"
         self.net = ""
-        self.bridge = f"{prefix}br{self.uid}"[:15]
+        self.bridge = RUN.ifname("sb", self.uid)
         self.nodes = [f"node{i}" for i in range(1, nodes + 1)]
         self.gpus_per_node = gpus_per_node
         self.cpus = cpus or os.cpu_count() or 1
@@ -125,10 +127,10 @@ class SlurmCluster:
     # --- names --------------------------------------------------------------------------
 
     def netns(self, node: str) -> str:
-        return f"{self.prefix}{self.uid}n{self._index(node)}"
+        return RUN.name(self.prefix, self.uid, "n", self._index(node))
 
     def _veth(self, node: str) -> str:
-        return f"{self.prefix}{self.uid}v{self._index(node)}"[:15]
+        return RUN.ifname("sv", self.uid, self._index(node))
 
     def _index(self, node: str) -> int:
         if node not in self.nodes:
@@ -160,7 +162,7 @@ class SlurmCluster:
         apt.ensure(*PACKAGES)
         t0 = time.monotonic()
         try:
-            self.net = _free_subnet(self.net16, int(self.uid))
+            self.net = _free_subnet(RUN.pid + int(self.uid))
             self._write_config()
             self._net_up()
             self._start_daemons(timeout)
@@ -196,10 +198,8 @@ class SlurmCluster:
             fh.write(f"127.0.0.1 localhost\n{self.net}.1 {self.controller} controller\n")
             for node in self.nodes:
                 fh.write(f"{self.address(node)} {node}\n")
-        self.ctld_port = _free_port()
-        self.slurmd_port = _free_port()
-        while self.slurmd_port == self.ctld_port:
-            self.slurmd_port = _free_port()
+        self.ctld_port = free_port()
+        self.slurmd_port = free_port()
         gres_type, gres = "", ""
         if self.gpus_per_node:
             gres_type, gres = "GresTypes=gpu\n", f" Gres=gpu:{self.gpus_per_node}"
@@ -213,7 +213,7 @@ class SlurmCluster:
         b = self.base
         with open(self.conf, "w") as fh:
             fh.write(f"""# generated by tests/harness/slurm.py for pid {self.pid}
-ClusterName={self.prefix}{self.uid}
+ClusterName=c{self.pid}{self.uid}
 SlurmctldHost={self.controller}({self.net}.1)
 SlurmctldPort={self.ctld_port}
 SlurmdPort={self.slurmd_port}
@@ -473,6 +473,77 @@ exec "$@"
         except OSError:
             return False
 
+    # --- keeping a shared cluster as it was --------------------------------------------
+
+    # Read inside each node's namespaces in one process per node: what tests change (the
+    # hostname, eth0's MTU and state, a qdisc, an nftables table).
+    _NODE_STATE = ("hostname; cat /sys/class/net/eth0/mtu /sys/class/net/eth0/operstate; echo @tc; "
+                   "tc qdisc show dev eth0 2>/dev/null; echo @nft; nft list ruleset 2>/dev/null; true")
+
+    def _slurmd_pid(self, node: str) -> str:
+        with open(os.path.join(self.base, "run", f"slurmd-{node}.pid")) as fh:
+            return fh.read().strip()
+
+    def snapshot(self) -> dict[str, object]:
+        """The state tests may change: each node's Slurm state and reason, hostname, eth0,
+        qdisc, nftables ruleset and mount points (a tmpfs over /dev/shm), and the queue."""
+        state: dict[str, object] = {"queue": self.squeue_ids()}
+        out = self._sh(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], check=False, env=self.env, timeout=10).stdout
+        slurm = {n: (t, r) for n, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
+        for node in self.nodes:
+            inside = self.run_on(node, ["sh", "-c", self._NODE_STATE], timeout=10).stdout
+            with open(f"/proc/{self._slurmd_pid(node)}/mountinfo") as fh:
+                mounts = [line.split()[4] for line in fh]
+            state[node] = {"slurm": slurm.get(node), "inside": inside, "mounts": mounts}
+        return state
+
+    def _busy(self) -> bool:
+        """Jobs still queued, or a node still busy or not answering: a step's end and a resumed
+        node's return (it shows `idle*` until slurmctld next pings it) are asynchronous."""
+        if self.squeue_ids():
+            return True
+        out = self._sh(["sinfo", "-h", "-N", "-o", "%T"], check=False, env=self.env, timeout=10).stdout
+        return any(t.endswith("*") or t.startswith(("alloc", "mix", "compl")) for t in out.split())
+
+    def restore(self, before: dict[str, object]) -> list[str]:
+        """Put back what changed since `before` (a snapshot()), and say what that was. The
+        cluster first gets a few seconds to settle (jobs ending, a resumed node answering
+        again); only then are jobs cancelled and differences put back and reported."""
+        end = time.monotonic() + 15
+        while self._busy() and time.monotonic() < end:
+            time.sleep(0.1)
+        self._cancel_jobs()
+        now = self.snapshot()
+        changed: list[str] = []
+        for node in self.nodes:
+            was, ns = before[node], self.netns(node)
+            is_ = now[node]
+            for mount in reversed([m for m in is_["mounts"] if m not in was["mounts"]]):
+                changed.append(f"{node}: {mount} mounted")
+                self._sh(["nsenter", "-t", self._slurmd_pid(node), "--mount", "umount", "-l", mount], check=False)
+            if is_["inside"] != was["inside"]:
+                host, mtu, oper = was["inside"].split("\n")[:3]
+                changed.append(f"{node}: hostname, eth0, qdisc or nftables changed")
+                self._sh(["nsenter", "-t", self._slurmd_pid(node), "--uts", "hostname", host], check=False)
+                self._sh(["ip", "-n", ns, "link", "set", "eth0", "mtu", mtu, *(["up"] if oper != "down" else [])],
+                         check=False)
+                if "@tc\nqdisc" in is_["inside"] and is_["inside"].split("@tc")[1] != was["inside"].split("@tc")[1]:
+                    self._sh(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False)
+                if is_["inside"].split("@nft")[1] != was["inside"].split("@nft")[1]:
+                    self._sh(["ip", "netns", "exec", ns, "nft", "flush", "ruleset"], check=False)
+            if is_["slurm"] != was["slurm"]:
+                changed.append(f"{node}: Slurm state {is_['slurm']} (was {was['slurm']})")
+                self.scontrol(["update", f"nodename={node}", "state=resume"])
+        if changed:
+            def back() -> bool:
+                again = self.snapshot()
+                return all(again[n]["slurm"] == before[n]["slurm"] and again[n]["inside"] == before[n]["inside"]
+                           for n in self.nodes)
+
+            self._wait(back, 15, "the shared cluster did not return to its state: " + "; ".join(changed),
+                       *(f"slurmd-{n}.log" for n in self.nodes))
+        return changed
+
     # --- using it -----------------------------------------------------------------------
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
@@ -531,31 +602,6 @@ exec "$@"
                timeout: float = 60) -> subprocess.CompletedProcess:
         """argv inside node's namespaces (network, hostname, mounts), entered through its slurmd,
         outside any job: what a shell on that node would see."""
-        pid_file = os.path.join(self.base, "run", f"slurmd-{node}.pid")
-        with open(pid_file) as fh:
-            pid = fh.read().strip()
-        return subprocess.run(["nsenter", "-t", pid, "--net", "--uts", "--mount", *argv], capture_output=True,
+        return subprocess.run(["nsenter", "-t", self._slurmd_pid(node), "--net", "--uts", "--mount", *argv], capture_output=True,
                               text=True, timeout=timeout, env=self._env(env))
 
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """One two-node cluster for the whole session, stopped at the end even when tests fail."""
-    cluster = SlurmCluster()
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="session")
-def slurm_gpu_cluster():
-    """A second, separate cluster whose nodes declare two stand-in GPUs each (Gres=gpu:2) and
-    8 CPUs, so that more tasks than GPUs fit on a node."""
-    cluster = SlurmCluster(gpus_per_node=2, cpus=8)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()

@@ -1,8 +1,9 @@
 """A real OpenSSH sshd for tests, key-only, after ../shared/lab/sshd.sh (FINDINGS.md section 5).
 
     lab = SshLab(tmp_path, namespaces)   # namespaces: tests.harness.netns.Namespaces
-    lab.start_netns_host("a", "10.83.7.2", "10.83.7.1")   # sshd on 10.83.7.2:22 in a namespace
-    port = lab.start_loopback()                          # sshd on 127.0.0.1:<free port>
+    net = RUN.subnet("sshd")                             # tests/harness/runprefix.py
+    lab.start_netns_host("a", f"{net}.2", f"{net}.1")    # sshd on <net>.2:22 in a namespace
+    port = lab.start_loopback()                          # sshd on 127.0.0.1:<a port of the run>
     ...
     lab.stop()
 
@@ -21,14 +22,14 @@ import subprocess
 import time
 
 from tests.harness import apt
+from tests.harness.runprefix import RUN
+from tests.harness.runprefix import free_port as _run_port
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself and insists on an absolute path
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return _run_port("127.0.0.1")
 
 
 def wait_listening(address: str, port: int, seconds: float = 10) -> bool:
@@ -95,7 +96,7 @@ class SshLab:
     def start_netns_host(self, short: str, ns_ip: str, root_ip: str, prefix_len: int = 24) -> str:
         """A namespace `short` joined to the root namespace by a veth, with sshd on ns_ip:22."""
         self.ns.add(short)
-        tag = f"r{os.getpid() % 10000}{short}"[:12]
+        tag = RUN.ifname("r", short)
         self.ns.veth(None, tag, short, "eth0")
         self.ns.run(None, ["ip", "addr", "add", f"{root_ip}/{prefix_len}", "dev", tag])
         self.ns.run(short, ["ip", "addr", "add", f"{ns_ip}/{prefix_len}", "dev", "eth0"])

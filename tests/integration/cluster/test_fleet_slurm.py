@@ -27,8 +27,8 @@ def _wrapper(tmp_path, name, body):
     return str(path)
 
 
-def test_fleet_over_the_nodes_gathers_every_node(qb_cluster, tmp_path):
-    out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--format", "json", "--save", str(tmp_path / "saved"))
+def test_fleet_over_the_nodes_gathers_every_node(slurm_cluster, tmp_path):
+    out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--format", "json", "--save", str(tmp_path / "saved"))
     doc = load_report(out.stdout)
     assert doc["command"] == "fleet", out.stderr
     assert doc["cluster"]["answered"] == 3 and doc["cluster"]["missing"] == {}, doc["cluster"]
@@ -43,12 +43,12 @@ def test_fleet_over_the_nodes_gathers_every_node(qb_cluster, tmp_path):
     assert load_report(again.stdout)["cluster"]["outliers"] == doc["cluster"]["outliers"]
 
 
-def test_a_hung_node_is_named_not_waited_for(qb_cluster, tmp_path):
+def test_a_hung_node_is_named_not_waited_for(slurm_cluster, tmp_path):
     import time
 
     hang = _wrapper(tmp_path, "hang.sh", "  exec sleep 300")
     start = time.monotonic()
-    out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--timeout", "8", "--distdoctor", hang, "--json")
+    out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--timeout", "8", "--distdoctor", hang, "--json")
     took = time.monotonic() - start
     doc = load_report(out.stdout)
     assert doc["cluster"]["missing"] == {"node2": "node2: no answer within 8 s"}, (doc["cluster"], out.stderr)
@@ -56,30 +56,30 @@ def test_a_hung_node_is_named_not_waited_for(qb_cluster, tmp_path):
     assert took < 8 + 12, took
 
 
-def test_garbage_and_an_older_schema_are_named(qb_cluster, tmp_path):
+def test_garbage_and_an_older_schema_are_named(slurm_cluster, tmp_path):
     garbage = _wrapper(tmp_path, "garbage.sh", "  echo 'Segmentation fault (core dumped)'; exit 139")
-    out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--distdoctor", garbage, "--json")
+    out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--distdoctor", garbage, "--json")
     doc = load_report(out.stdout)
     assert doc["cluster"]["missing"] == {"node2": "node2: output is not a distdoctor report"}, doc["cluster"]
     old = _wrapper(tmp_path, "old.sh", "  echo '{\"schema_version\": \"0.9\", \"tool\": {\"name\": \"distdoctor\"}, "
                                        "\"checks\": []}'; exit 0")
-    doc = load_report(_fleet(qb_cluster, "--nodes", "node[1-3]", "--distdoctor", old, "--json").stdout)
+    doc = load_report(_fleet(slurm_cluster, "--nodes", "node[1-3]", "--distdoctor", old, "--json").stdout)
     assert "report schema 0.9 is not one this distdoctor reads" in doc["cluster"]["missing"]["node2"]
 
 
-def test_inside_an_allocation_fleet_uses_its_nodes(qb_cluster):
+def test_inside_an_allocation_fleet_uses_its_nodes(slurm_cluster):
     out = subprocess.run(["salloc", "-N3", *distdoctor_argv(), "fleet", "--format", "prometheus"],
-                         capture_output=True, text=True, timeout=120, env=dict(qb_cluster.env), check=False)
+                         capture_output=True, text=True, timeout=120, env=dict(slurm_cluster.env), check=False)
     assert out.returncode in (0, 1), out.stderr
     for node in ("node1", "node2", "node3"):
         assert f'distdoctor_node_up{{node="{node}"}} 1' in out.stdout, out.stdout[-3000:]
 
 
 
-def test_a_real_mtu_difference_is_named_with_its_node_and_fix(qb_cluster, tmp_path):
-    qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
+def test_a_real_mtu_difference_is_named_with_its_node_and_fix(slurm_cluster, tmp_path):
+    slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
     try:
-        out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--json", "--save", str(tmp_path))
+        out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--json", "--save", str(tmp_path))
         doc = load_report(out.stdout)
         saved = json.loads((tmp_path / "node2.json").read_text())
         if "inventory" not in saved:
@@ -89,13 +89,13 @@ def test_a_real_mtu_difference_is_named_with_its_node_and_fix(qb_cluster, tmp_pa
         assert diff["fix"] == "ssh node2 ip link set dev eth0 mtu 1500"
         assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
     finally:
-        qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)
+        slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)
 
 
-def test_a_node_presenting_another_nodes_hostname_is_named(qb_cluster, tmp_path):
-    qb_cluster.run_on("node3", ["hostname", "node1"], timeout=10)
+def test_a_node_presenting_another_nodes_hostname_is_named(slurm_cluster, tmp_path):
+    slurm_cluster.run_on("node3", ["hostname", "node1"], timeout=10)
     try:
-        out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--json", "--save", str(tmp_path))
+        out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--json", "--save", str(tmp_path))
         doc = load_report(out.stdout)
         if "inventory" not in json.loads((tmp_path / "node3.json").read_text()):
             pytest.skip("node reports carry no inventory yet")
@@ -103,17 +103,17 @@ def test_a_node_presenting_another_nodes_hostname_is_named(qb_cluster, tmp_path)
         assert diff["status"] == "fail" and diff["outliers"] == "node[1,3]"
         assert out.returncode == 1
     finally:
-        qb_cluster.run_on("node3", ["hostname", "node3"], timeout=10)
+        slurm_cluster.run_on("node3", ["hostname", "node3"], timeout=10)
 
 
-def test_a_small_dev_shm_on_one_node_is_named_with_a_remount_fix(qb_cluster, tmp_path):
+def test_a_small_dev_shm_on_one_node_is_named_with_a_remount_fix(slurm_cluster, tmp_path):
     """A 64 MiB tmpfs over /dev/shm in node2's mount namespace (Docker's default size)."""
-    qb_cluster.run_on("node2", ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", "/dev/shm"], timeout=10)
+    slurm_cluster.run_on("node2", ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", "/dev/shm"], timeout=10)
     try:
-        out = _fleet(qb_cluster, "--nodes", "node[1-3]", "--json")
+        out = _fleet(slurm_cluster, "--nodes", "node[1-3]", "--json")
         doc = load_report(out.stdout)
         diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "shm.size")
         assert diff["outliers"] == "node2" and diff["groups"]["67108864"] == "node2"
         assert diff["fix"].splitlines()[0] == f"ssh node2 mount -o remount,size={diff['reference']} /dev/shm"
     finally:
-        qb_cluster.run_on("node2", ["umount", "/dev/shm"], timeout=10)
+        slurm_cluster.run_on("node2", ["umount", "/dev/shm"], timeout=10)

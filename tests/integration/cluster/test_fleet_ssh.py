@@ -10,10 +10,12 @@ import pytest
 from tests.conftest import distdoctor_argv, load_report
 from tests.harness import apt
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN
 from tests.harness.sshd import SshLab
 
-HOSTS = {"qba": ("10.121.201.2", "10.121.201.1"), "qbb": ("10.121.202.2", "10.121.202.1"),
-         "qbc": ("10.121.203.2", "10.121.203.1")}
+# name -> (address in its namespace, the root namespace's end), one /24 of the run each
+HOSTS = {name: (f"{RUN.subnet('cluster.fleet_ssh', i)}.2", f"{RUN.subnet('cluster.fleet_ssh', i)}.1")
+         for i, name in enumerate(("qba", "qbb", "qbc"))}
 
 
 @pytest.fixture(scope="module")

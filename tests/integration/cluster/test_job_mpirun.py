@@ -11,7 +11,6 @@ import pytest
 from tests.conftest import distdoctor_argv, load_report
 from tests.harness import apt
 from tests.harness.ranks import checks, report, require_torch
-from tests.harness.slurm import SlurmCluster
 
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
               "OMPI_MCA_rmaps_base_oversubscribe": "1"}
@@ -28,11 +27,11 @@ def test_mpirun_ranks_on_one_node_print_one_report():
     assert "cluster" not in doc  # one node: its own report, printed once
 
 
-@pytest.fixture(scope="module")
-def hc_cluster():
+@pytest.fixture
+def hc_cluster(slurm_cluster):
+    """The session's shared Slurm cluster (tests/integration/conftest.py), with Open MPI."""
     apt.ensure("openmpi-bin")
-    with SlurmCluster(prefix="hc", net16="10.132") as running:
-        yield running
+    return slurm_cluster
 
 
 def mpirun_in_batch(cluster, tmp_path, command: list[str]) -> tuple[str, str, str]:

@@ -18,10 +18,10 @@ def job_env(tmp_path):
     return {"HOME": str(home), "NO_COLOR": "1"}
 
 
-def test_srun_several_tasks_per_node_prints_one_json_document_20_times(qb_cluster, job_env):
+def test_srun_several_tasks_per_node_prints_one_json_document_20_times(slurm_cluster, job_env):
     dd = " ".join(distdoctor_argv())
     for attempt in range(20):
-        proc = qb_cluster.srun(["-N2", "-n4", *dd.split(), "check", "--format", "json"], env=job_env, timeout=120)
+        proc = slurm_cluster.srun(["-N2", "-n4", *dd.split(), "check", "--format", "json"], env=job_env, timeout=120)
         assert proc.returncode in (0, 1), (attempt, proc.stderr)
         doc = load_report(proc.stdout)  # exactly one document: json.loads refuses trailing data
         # Slurm picks any two of the three nodes (one may still be finishing the last step).
@@ -32,19 +32,19 @@ def test_srun_several_tasks_per_node_prints_one_json_document_20_times(qb_cluste
     assert oct(os.stat(secret).st_mode & 0o777) == "0o600"
 
 
-def test_console_prints_the_common_result_once(qb_cluster, job_env):
+def test_console_prints_the_common_result_once(slurm_cluster, job_env):
     dd = distdoctor_argv()
-    proc = qb_cluster.srun(["-N2", "-n4", *dd, "check"], env=job_env, timeout=120)
+    proc = slurm_cluster.srun(["-N2", "-n4", *dd, "check"], env=job_env, timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
     assert proc.stdout.count(" · check · host ") == 1, proc.stdout
     assert proc.stdout.startswith("2 nodes, ")
 
 
-def test_jsonl_is_one_whole_line_per_node(qb_cluster, job_env):
+def test_jsonl_is_one_whole_line_per_node(slurm_cluster, job_env):
     """One line per node, written whole; srun may forward it in pieces that interleave with the
     other node's (seen in one run of the whole suite), so the documented way reads it: --label, and each
     task's pieces joined in order."""
-    proc = qb_cluster.srun(["--label", "-N2", "-n4", *distdoctor_argv(), "check", "--format", "jsonl"],
+    proc = slurm_cluster.srun(["--label", "-N2", "-n4", *distdoctor_argv(), "check", "--format", "jsonl"],
                            env=job_env, timeout=120)
     pieces: dict[str, list[str]] = {}
     for line in proc.stdout.splitlines():
@@ -56,7 +56,7 @@ def test_jsonl_is_one_whole_line_per_node(qb_cluster, job_env):
     assert len({d["node"] for d in docs}) == 2 and {d["node"] for d in docs} <= {"node1", "node2", "node3"}
 
 
-def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tmp_path):
+def test_a_node_with_another_secret_is_named_not_trusted(slurm_cluster, job_env, tmp_path):
     """Rank 0 refuses a report it cannot authenticate: the other node is named in the report."""
     script = tmp_path / "other-secret.sh"
     script.write_text("#!/bin/sh\n"
@@ -66,7 +66,7 @@ def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tm
     import time
 
     start = time.monotonic()
-    proc = qb_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "20"],
+    proc = slurm_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "20"],
                            env=job_env, timeout=120)
     took = time.monotonic() - start
     doc = load_report(proc.stdout)
@@ -80,10 +80,10 @@ def test_a_node_with_another_secret_is_named_not_trusted(qb_cluster, job_env, tm
     assert refused["summary"].startswith("node2: its report was refused: report failed authentication"), refused
 
 
-def test_the_job_report_names_the_node_with_another_mtu(qb_cluster, job_env):
-    qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
+def test_the_job_report_names_the_node_with_another_mtu(slurm_cluster, job_env):
+    slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
     try:
-        proc = qb_cluster.srun(["-N3", "-n6", *distdoctor_argv(), "check", "--format", "json"], env=job_env,
+        proc = slurm_cluster.srun(["-N3", "-n6", *distdoctor_argv(), "check", "--format", "json"], env=job_env,
                                timeout=120)
         doc = load_report(proc.stdout)
         diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "net.if.eth0.mtu")
@@ -92,4 +92,4 @@ def test_the_job_report_names_the_node_with_another_mtu(qb_cluster, job_env):
         assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
         assert proc.returncode == 1
     finally:
-        qb_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)
+        slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)

@@ -21,17 +21,14 @@ def _record():
     return module
 
 
-@pytest.fixture(scope="module")
-def lab():
+@pytest.fixture
+def lab(slurm_cluster):
     record = _record()
-    work = tempfile.mkdtemp(prefix="qf-lab-")
+    work = tempfile.mkdtemp(prefix="lab-")
     os.chmod(work, 0o755)
-    cluster = record.SlurmCluster(prefix="qf", net16="10.125", nodes=2)
     try:
-        cluster.start()
-        yield record, record.Lab(cluster, work)
+        yield record, record.Lab(slurm_cluster, work)
     finally:
-        cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -5,13 +5,13 @@ hosts, a host whose rank never starts."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from tests.harness import apt
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN
 from tests.harness.ranks import (
     Ranks,
     checks,
@@ -23,7 +23,7 @@ from tests.harness.ranks import (
 
 MARGIN = 6.0  # four or five interpreters importing torch on a loaded 2-core machine
 TIMEOUT = 25
-SUBNET = f"10.122.{os.getpid() % 250 + 1}"
+SUBNET = RUN.subnet("nccltest.hosts")
 PORT = 33100
 HOSTS = ("h0", "h1", "h2", "h3")
 

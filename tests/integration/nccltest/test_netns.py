@@ -3,13 +3,13 @@ hostname (UTS namespace). Faults are real: nft DROP rules and a wrong MASTER_ADD
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from tests.harness import apt
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN
 from tests.harness.ranks import (
     Ranks,
     checks,
@@ -21,13 +21,13 @@ from tests.harness.ranks import (
 
 MARGIN = 4.0
 TIMEOUT = 9
-SUBNET = f"10.84.{os.getpid() % 250 + 1}"
+SUBNET = RUN.subnet("nccltest.netns")
 PORT = 29400
 
 
 @pytest.fixture
 def hosts():
-    """ns a = host "nodea" (10.84.X.1 on eth0), ns b = host "nodeb" (10.84.X.2 on ens5)."""
+    """ns a = host "nodea" (SUBNET.1 on eth0), ns b = host "nodeb" (SUBNET.2 on ens5)."""
     require_torch()
     with Namespaces("ddt") as ns:
         ns.add("a")

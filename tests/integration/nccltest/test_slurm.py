@@ -5,17 +5,15 @@ import time
 import pytest
 
 from tests.conftest import distdoctor_argv
-from tests.harness.slurm import SlurmCluster
 from tests.harness.ranks import checks, report, require_torch, statuses
 
 TIMEOUT = 20
 
 
-@pytest.fixture(scope="module")
-def cluster():
+@pytest.fixture
+def cluster(request):
     require_torch()
-    with SlurmCluster(prefix="ddt", net16="10.84") as running:
-        yield running
+    return request.getfixturevalue("slurm_cluster")
 
 
 def nccl_test(cluster, *srun_args: str, wrapper: str = "", timeout: float = TIMEOUT):

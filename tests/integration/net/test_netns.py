@@ -1,7 +1,8 @@
 """Real namespaces shaped like GPU nodes, with the real NCCL library as the oracle: for every
 scenario and every NCCL_SOCKET_IFNAME value in the matrix, distdoctor's prediction must be the
-interface and address libnccl's own bootstrap picks. Addresses are in 10.81.0.0/16 and
-fd81::/16; namespaces are named ddn<pid>*."""
+interface and address libnccl's own bootstrap picks. Addresses are in the run's /24s
+NET(0..29) (tests/harness/runprefix.py) and fd81::/16, inside the namespaces only; namespaces
+are named <run tag>ddn*."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ import pytest
 from tests.conftest import load_report, REPO, distdoctor_argv
 from tests.harness import nccl_lib
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN
+
+
+def NET(index: int) -> str:
+    return RUN.subnet("net.netns", index)
 
 
 ORACLE = os.path.join(REPO, "tests", "harness", "nccl_oracle.py")
@@ -45,8 +51,8 @@ COMMON = [{}, {"NCCL_SOCKET_IFNAME": "enp"}, {"NCCL_SOCKET_IFNAME": "=enp1s0f0"}
           {"NCCL_SOCKET_FAMILY": "AF_INET6", "NCCL_SOCKET_IFNAME": "^lo"}]
 GPU_ONLY = [{"NCCL_SOCKET_IFNAME": "=enp2s0f1"}, {"NCCL_SOCKET_IFNAME": "tap0"},
             {"NCCL_SOCKET_IFNAME": "^docker,lo,ib,enp"}, {"NCCL_SOCKET_IFNAME": "^ib"},
-            {"NCCL_SOCKET_IFNAME": "docker0"}, {"NCCL_COMM_ID": "10.81.15.9:5000"},
-            {"NCCL_COMM_ID": "10.81.11.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"},
+            {"NCCL_SOCKET_IFNAME": "docker0"}, {"NCCL_COMM_ID": f"{NET(5)}.9:5000"},
+            {"NCCL_COMM_ID": f"{NET(1)}.1:5000", "NCCL_SOCKET_IFNAME": "ib0"}, {"NCCL_COMM_ID": "10.99.0.1:5000"},
             {"NCCL_COMM_ID": ""}]
 
 
@@ -64,41 +70,41 @@ def lab(tmp_path_factory):
         ns.veth("gpu", "enp1s0f0", "sw", "g-enp1s0f0")
         ns.veth("gpu", "ib0", "sw", "g-ib0")
         ns.veth("gpu", "enp2s0f1", "sw", "g-enp2s0f1")
-        for cmd in (["ip", "addr", "add", "10.81.11.5/24", "dev", "enp1s0f0"],
+        for cmd in (["ip", "addr", "add", f"{NET(1)}.5/24", "dev", "enp1s0f0"],
                     ["ip", "addr", "add", "fd81:11::5/64", "dev", "enp1s0f0", "nodad"],
-                    ["ip", "addr", "add", "10.81.12.5/24", "dev", "ib0"],
-                    ["ip", "addr", "add", "10.81.13.5/24", "dev", "enp2s0f1"],
+                    ["ip", "addr", "add", f"{NET(2)}.5/24", "dev", "ib0"],
+                    ["ip", "addr", "add", f"{NET(3)}.5/24", "dev", "enp2s0f1"],
                     ["ip", "link", "set", "enp2s0f1", "down"],
                     ["ip", "link", "add", "docker0", "type", "bridge"],
-                    ["ip", "addr", "add", "10.81.14.1/24", "dev", "docker0"],
+                    ["ip", "addr", "add", f"{NET(4)}.1/24", "dev", "docker0"],
                     ["ip", "link", "set", "docker0", "up"],
                     ["ip", "tuntap", "add", "tap0", "mode", "tap"], ["ip", "link", "set", "tap0", "up"],
                     ["ip", "link", "add", "enp4s0", "type", "ifb"],
-                    ["ip", "addr", "add", "10.81.15.5/24", "dev", "enp4s0"], ["ip", "link", "set", "enp4s0", "up"],
-                    ["ip", "route", "add", "default", "via", "10.81.11.1"]):
+                    ["ip", "addr", "add", f"{NET(5)}.5/24", "dev", "enp4s0"], ["ip", "link", "set", "enp4s0", "up"],
+                    ["ip", "route", "add", "default", "via", f"{NET(1)}.1"]):
             sh(ns, "gpu", *cmd)
         ns.veth("gpu", "vethab12cd", "c", "eth0")
         sh(ns, "gpu", "ip", "link", "set", "vethab12cd", "master", "docker0")
-        sh(ns, "c", "ip", "addr", "add", "10.81.14.2/24", "dev", "eth0")
-        for cmd in (["ip", "addr", "add", "10.81.11.1/24", "dev", "g-enp1s0f0"],
+        sh(ns, "c", "ip", "addr", "add", f"{NET(4)}.2/24", "dev", "eth0")
+        for cmd in (["ip", "addr", "add", f"{NET(1)}.1/24", "dev", "g-enp1s0f0"],
                     ["ip", "addr", "add", "fd81:11::1/64", "dev", "g-enp1s0f0", "nodad"],
-                    ["ip", "addr", "add", "10.81.12.1/24", "dev", "g-ib0"]):
+                    ["ip", "addr", "add", f"{NET(2)}.1/24", "dev", "g-ib0"]):
             sh(ns, "sw", *cmd)
         # "ok": a healthy node: one uplink with the default route
         ns.veth("ok", "enp1s0f0", "sw", "o-enp1s0f0")
-        sh(ns, "ok", "ip", "addr", "add", "10.81.21.5/24", "dev", "enp1s0f0")
-        sh(ns, "ok", "ip", "route", "add", "default", "via", "10.81.21.1")
-        sh(ns, "sw", "ip", "addr", "add", "10.81.21.1/24", "dev", "o-enp1s0f0")
+        sh(ns, "ok", "ip", "addr", "add", f"{NET(11)}.5/24", "dev", "enp1s0f0")
+        sh(ns, "ok", "ip", "route", "add", "default", "via", f"{NET(11)}.1")
+        sh(ns, "sw", "ip", "addr", "add", f"{NET(11)}.1/24", "dev", "o-enp1s0f0")
         # "dock": a docker user bridge that comes first in interface order (the classic failure)
         sh(ns, "dock", "ip", "link", "add", "br-5e6f7a8b9c0d", "type", "bridge")
-        sh(ns, "dock", "ip", "addr", "add", "10.81.31.1/24", "dev", "br-5e6f7a8b9c0d")
+        sh(ns, "dock", "ip", "addr", "add", f"{NET(21)}.1/24", "dev", "br-5e6f7a8b9c0d")
         sh(ns, "dock", "ip", "link", "set", "br-5e6f7a8b9c0d", "up")
         ns.veth("dock", "veth1c2d3e", "c", "eth1")
         sh(ns, "dock", "ip", "link", "set", "veth1c2d3e", "master", "br-5e6f7a8b9c0d")
         ns.veth("dock", "eno1", "sw", "d-eno1")
-        sh(ns, "dock", "ip", "addr", "add", "10.81.32.5/24", "dev", "eno1")
-        sh(ns, "dock", "ip", "route", "add", "default", "via", "10.81.32.1")
-        sh(ns, "sw", "ip", "addr", "add", "10.81.32.1/24", "dev", "d-eno1")
+        sh(ns, "dock", "ip", "addr", "add", f"{NET(22)}.5/24", "dev", "eno1")
+        sh(ns, "dock", "ip", "route", "add", "default", "via", f"{NET(22)}.1")
+        sh(ns, "sw", "ip", "addr", "add", f"{NET(22)}.1/24", "dev", "d-eno1")
         # "v6": IPv6 only, with a link-local-only veth ahead of the real uplink
         ns.veth("v6", "veth0a1b", "c", "eth2")
         ns.veth("v6", "enp1s0f0", "sw", "v-enp1s0f0")
@@ -146,7 +152,7 @@ def test_prediction_equals_the_real_nccl(lab, scenario):
     assert not mismatches, mismatches
     assert any(w is None for w in want) and len({tuple(w) for w in want if w}) >= 2  # the matrix discriminates
     if scenario == "gpu":  # NCCL reads NCCL_CONF_FILE, and the environment wins over it
-        assert want[-2] == ["docker0", "10.81.14.1"] and want[-1] == ["enp1s0f0", "10.81.11.5"] and want[0][0] == "ib0"
+        assert want[-2] == ["docker0", f"{NET(4)}.1"] and want[-1] == ["enp1s0f0", f"{NET(1)}.5"] and want[0][0] == "ib0"
 
 
 def check_json(ns, short, env=None, only="net"):
@@ -167,7 +173,7 @@ def test_healthy_node_is_quiet(lab):
         "net.nccl-socket-interface": "ok", "net.gloo-socket-interface": "ok", "net.mpi-tcp-interface": "ok",
         "net.infiniband": "skip", "net.link-speed-mtu": "ok"}
     nccl = runs["net.nccl-socket-interface"]["findings"]
-    assert len(nccl) == 1 and "enp1s0f0 10.81.21.5" in nccl[0]["summary"]
+    assert len(nccl) == 1 and f"enp1s0f0 {NET(11)}.5" in nccl[0]["summary"]
     console = in_ns(ns, "ok", [*distdoctor_argv(), "check", "--only", "net"])
     assert console.returncode == 0 and "How to fix" not in console.stdout
 
@@ -187,7 +193,7 @@ def test_bridge_first_warns_and_the_suggestion_works(lab):
     # The real NCCL, given the suggestion, advertises eno1 ...
     (advertised,) = oracle(ns, lib, "dock", [{}], home)
     (fixed,) = oracle(ns, lib, "dock", [{"NCCL_SOCKET_IFNAME": "=eno1"}], home)
-    assert advertised[0] == "br-5e6f7a8b9c0d" and fixed == ["eno1", "10.81.32.5"]
+    assert advertised[0] == "br-5e6f7a8b9c0d" and fixed == ["eno1", f"{NET(22)}.5"]
     # ... which another node can reach, unlike the bridge address NCCL chose by itself.
     server = subprocess.Popen(["ip", "netns", "exec", ns.name("dock"), sys.executable, "-c",
                                "import socket,time; s=socket.socket(); s.bind(('0.0.0.0', 29411)); s.listen(8); "
@@ -206,7 +212,7 @@ def test_gpu_node_findings(lab):
     ns, _lib, _home = lab
     default = findings(check_json(ns, "gpu")["net.nccl-socket-interface"], "warn")[0]
     assert default["subject"] == "ib0" and "veth" in default["summary"] and "=enp1s0f0" in default["fix"]
-    routed = check_json(ns, "gpu", {"MASTER_ADDR": "10.81.12.1"})["net.nccl-socket-interface"]
+    routed = check_json(ns, "gpu", {"MASTER_ADDR": f"{NET(2)}.1"})["net.nccl-socket-interface"]
     assert routed["status"] == "ok"  # the kernel routes the master through ib0
     down = check_json(ns, "gpu", {"NCCL_SOCKET_IFNAME": "=enp2s0f1"})["net.nccl-socket-interface"]
     assert down["status"] == "fail" and "enp2s0f1 is down" in findings(down, "fail")[0]["summary"]
@@ -219,7 +225,7 @@ def test_gpu_node_findings(lab):
 def test_gloo_and_mpi_in_the_gpu_node(lab):
     ns, _lib, _home = lab
     # /etc/hosts maps this machine's hostname to loopback, as on many cloud images
-    runs = check_json(ns, "gpu", {"SLURM_JOB_NUM_NODES": "2", "OMPI_MCA_btl_tcp_if_include": "10.81.11.0/24,eth9"})
+    runs = check_json(ns, "gpu", {"SLURM_JOB_NUM_NODES": "2", "OMPI_MCA_btl_tcp_if_include": f"{NET(1)}.0/24,eth9"})
     gloo = runs["net.gloo-socket-interface"]
     hostname = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
     resolved = subprocess.run(["getent", "hosts", hostname], capture_output=True, text=True).stdout.split()

@@ -1,12 +1,12 @@
-"""Interfaces judged by reachability, in real network namespaces (addresses in 10.120.0.0/16,
-namespaces qa<pid>*):
+"""Interfaces judged by reachability, in real network namespaces (addresses in two /24s of the
+run, LINK and NAT: tests/harness/runprefix.py; namespaces <run tag>qa*):
 
-    peer (the job's other node)  eth0 10.120.1.2/24
+    peer (the job's other node)  eth0 LINK.2/24
       | veth
-    node  eth0 10.120.1.1/24 (a veth, on-link with the peer)
-          qabr0 10.120.200.1/24, a bridge; nftables MASQUERADEs 10.120.200.0/24 out of eth0
+    node  eth0 LINK.1/24 (a veth, on-link with the peer)
+          qabr0 NAT.1/24, a bridge; nftables MASQUERADEs NAT.0/24 out of eth0
       | veth qav1 (port of qabr0)
-    ctr   eth0 10.120.200.2/24, default via 10.120.200.1: a container on a NATed bridge
+    ctr   eth0 NAT.2/24, default via NAT.1: a container on a NATed bridge
 
 The test first proves the topology does what it claims (ctr reaches the peer through the NAT,
 the peer cannot reach ctr), then asks `distdoctor check` in each namespace."""
@@ -14,7 +14,6 @@ the peer cannot reach ctr), then asks `distdoctor check` in each namespace."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -23,6 +22,9 @@ import pytest
 from tests.conftest import distdoctor_argv, load_report
 from tests.harness import apt
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN, free_port
+
+LINK, NAT = RUN.subnet("net.reachability", 0), RUN.subnet("net.reachability", 1)
 
 
 CONNECT = ("import socket, sys\n"
@@ -32,11 +34,6 @@ CONNECT = ("import socket, sys\n"
            "    print('fail', exc)\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def lab():
@@ -45,18 +42,18 @@ def lab():
         for short in ("peer", "node", "ctr"):
             ns.add(short)
         ns.veth("node", "eth0", "peer", "eth0")
-        ns.run("node", ["ip", "addr", "add", "10.120.1.1/24", "dev", "eth0"])
-        ns.run("peer", ["ip", "addr", "add", "10.120.1.2/24", "dev", "eth0"])
+        ns.run("node", ["ip", "addr", "add", f"{LINK}.1/24", "dev", "eth0"])
+        ns.run("peer", ["ip", "addr", "add", f"{LINK}.2/24", "dev", "eth0"])
         ns.run("node", ["ip", "link", "add", "qabr0", "type", "bridge"])
-        ns.run("node", ["ip", "addr", "add", "10.120.200.1/24", "dev", "qabr0"])
+        ns.run("node", ["ip", "addr", "add", f"{NAT}.1/24", "dev", "qabr0"])
         ns.run("node", ["ip", "link", "set", "qabr0", "up"])
         ns.veth("node", "qav1", "ctr", "eth0")
         ns.run("node", ["ip", "link", "set", "qav1", "master", "qabr0"])
-        ns.run("ctr", ["ip", "addr", "add", "10.120.200.2/24", "dev", "eth0"])
-        ns.run("ctr", ["ip", "route", "add", "default", "via", "10.120.200.1"])
+        ns.run("ctr", ["ip", "addr", "add", f"{NAT}.2/24", "dev", "eth0"])
+        ns.run("ctr", ["ip", "route", "add", "default", "via", f"{NAT}.1"])
         ns.run("node", ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         ruleset = ("table ip qanat {\n chain post {\n  type nat hook postrouting priority 100;\n"
-                   "  ip saddr 10.120.200.0/24 oifname \"eth0\" masquerade\n }\n}\n")
+                   f"  ip saddr {NAT}.0/24 oifname \"eth0\" masquerade\n }}\n}}\n")
         ns.run("node", ["nft", "-f", "-"], input=ruleset)
         yield ns
 
@@ -85,42 +82,42 @@ def _check(ns: Namespaces, short: str, env: dict, tmp_path) -> dict:
 
 
 def test_the_topology_really_nats(lab):
-    port = _free_port()
-    listener = _listen(lab, "peer", "10.120.1.2", port)
+    port = free_port("127.0.0.1")
+    listener = _listen(lab, "peer", f"{LINK}.2", port)
     try:
-        assert _connect(lab, "ctr", "10.120.1.2", port) == "ok"  # out through the MASQUERADE
+        assert _connect(lab, "ctr", f"{LINK}.2", port) == "ok"  # out through the MASQUERADE
     finally:
         listener.kill()
         listener.wait(timeout=10)
-    listener = _listen(lab, "ctr", "10.120.200.2", port)
+    listener = _listen(lab, "ctr", f"{NAT}.2", port)
     try:
-        assert _connect(lab, "peer", "10.120.200.2", port).startswith("fail")  # and never back in
+        assert _connect(lab, "peer", f"{NAT}.2", port).startswith("fail")  # and never back in
     finally:
         listener.kill()
         listener.wait(timeout=10)
 
 
 def test_a_veth_on_link_with_the_jobs_other_node_is_fine(lab, tmp_path):
-    run = _check(lab, "node", {"MASTER_ADDR": "10.120.1.2", "NCCL_SOCKET_IFNAME": "=eth0"}, tmp_path)
+    run = _check(lab, "node", {"MASTER_ADDR": f"{LINK}.2", "NCCL_SOCKET_IFNAME": "=eth0"}, tmp_path)
     [finding] = run["findings"]
     assert finding["status"] == "ok", finding
-    assert "eth0 10.120.1.1" in finding["summary"] and "veth" in finding["summary"]
+    assert f"eth0 {LINK}.1" in finding["summary"] and "veth" in finding["summary"]
     assert finding["evidence"]["peers"][0]["dev"] == "eth0"
 
 
 def test_a_container_on_a_natted_bridge_warns_with_host_networking(lab, tmp_path):
-    run = _check(lab, "ctr", {"MASTER_ADDR": "10.120.1.2"}, tmp_path)
+    run = _check(lab, "ctr", {"MASTER_ADDR": f"{LINK}.2"}, tmp_path)
     finding = [f for f in run["findings"] if f["subject"] != "interfaces"][-1]
     assert finding["status"] == "warn", finding
-    assert "eth0:10.120.200.2" in finding["summary"] and "gateway 10.120.200.1" in finding["summary"]
+    assert f"eth0:{NAT}.2" in finding["summary"] and f"gateway {NAT}.1" in finding["summary"]
     assert finding["fix"].startswith("docker run --network=host ...")
     assert "hostNetwork: true" in finding["fix"] and "NCCL_SOCKET_IFNAME=" not in finding["fix"]
-    assert [(p["address"], p["dev"]) for p in finding["evidence"]["peers"]] == [("10.120.1.2", "eth0")]
+    assert [(p["address"], p["dev"]) for p in finding["evidence"]["peers"]] == [(f"{LINK}.2", "eth0")]
 
 
 def test_the_nat_bridge_seen_from_the_node_is_not_advertised(lab, tmp_path):
-    run = _check(lab, "node", {"MASTER_ADDR": "10.120.1.2", "NCCL_SOCKET_IFNAME": "=qabr0"}, tmp_path)
+    run = _check(lab, "node", {"MASTER_ADDR": f"{LINK}.2", "NCCL_SOCKET_IFNAME": "=qabr0"}, tmp_path)
     finding = [f for f in run["findings"] if f["subject"] != "interfaces"][-1]
-    assert finding["status"] == "warn" and "qabr0:10.120.200.1" in finding["summary"], finding
+    assert finding["status"] == "warn" and f"qabr0:{NAT}.1" in finding["summary"], finding
     # on the node itself an interface the peers can reach exists: the fix names it
     assert finding["fix"].startswith("export NCCL_SOCKET_IFNAME='=eth0'")

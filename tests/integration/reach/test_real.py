@@ -22,11 +22,11 @@ from distdoctor.testing import run_check
 from tests.conftest import load_report, distdoctor_argv
 from tests.harness import apt
 from tests.harness.netns import Namespaces
+from tests.harness.runprefix import RUN
 from tests.harness.sshd import SilentListener, SshLab, free_port
 
 
-OCTET = 10 + os.getpid() % 200  # 10.83.<octet>.0/24: this run's own subnet
-NS_IP, ROOT_IP = f"10.83.{OCTET}.2", f"10.83.{OCTET}.1"
+NS_IP, ROOT_IP = f"{RUN.subnet('reach')}.2", f"{RUN.subnet('reach')}.1"  # the run's own /24
 HOSTS = ("ddr-good", "ddr-denied", "ddr-newkey", "ddr-changed", "ddr-closed", "ddr-dropped")
 DROPPED_PORT = 2323
 

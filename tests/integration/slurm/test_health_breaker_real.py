@@ -1,11 +1,11 @@
-"""`distdoctor health`'s two safeguards on a real Slurm cluster of its own (prefix hh, 10.136/16):
+"""`distdoctor health`'s two safeguards on a real two-node Slurm cluster of its own (the breaker
+counts the partition's nodes, so not the session's shared three-node one):
 the circuit breaker (no drain when more than --max-drained-share of the partition is already
 drained by distdoctor) and a node whose state cannot be read (the controller unreachable) that is
 never drained. The fault is a real mismatch: an [expect] table no node meets."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -18,7 +18,7 @@ from tests.harness.slurm import SlurmCluster
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = SlurmCluster(prefix=f"hh{os.getpid() % 1000}", net16="10.136")
+    c = SlurmCluster(prefix="hh", nodes=2)
     c.start()
     try:
         yield c

@@ -12,20 +12,14 @@ import pytest
 
 from distdoctor import health
 from tests.conftest import distdoctor_argv
-from tests.harness.slurm import SlurmCluster
 
 
 GIB = 1024 ** 3
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = SlurmCluster(prefix="qa", net16="10.120")
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+@pytest.fixture
+def cluster(slurm_cluster):
+    return slurm_cluster
 
 
 @pytest.fixture

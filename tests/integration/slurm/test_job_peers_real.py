@@ -12,18 +12,12 @@ import os
 import pytest
 
 from tests.conftest import distdoctor_argv, load_report
-from tests.harness.slurm import SlurmCluster
 
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = SlurmCluster(prefix="qa", net16="10.120")
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+@pytest.fixture
+def cluster(slurm_cluster):
+    return slurm_cluster
 
 
 def _each_task_reports(cluster, srun_args, out_dir):

@@ -1,10 +1,8 @@
-"""Every capture in tests/data/{mpirun_version,ompi_info,horovod_check_build} (copied from the
-shared fixtures, with their INDEX.md) and the lab's captures of this machine parse to the
-values written here."""
+"""The MPI, Horovod and ldconfig parsers: what their captures show beyond the golden runner's
+comparison (tests/unit/core/test_golden.py compares every capture with its .parsed.json), and
+the bad input a sick node produces."""
 
-import glob
 import gzip
-import os
 
 import pytest
 
@@ -21,29 +19,6 @@ def read(*parts):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as fh:
         return fh.read()
-
-
-MPIRUN = {  # file: (implementation, version, program)
-    "mpirun_version/mpiexec-version_intelmpi_2021.5_nesi_mahuika_host.txt": ("Intel MPI", "2021.5", ""),
-    "mpirun_version/mpiexec-version_intelmpi_2021.8_apptainer.txt": ("Intel MPI", "2021.8", ""),
-    "mpirun_version/mpiexec-version_mpich_3.4.2_ucx.txt": ("MPICH", "3.4.2", ""),
-    "mpirun_version/mpiexec-version_mpich_4.1.2_source_build.txt": ("MPICH", "4.1.2", ""),
-    "mpirun_version/mpirun-version_openmpi_2.1.1_ubuntu18.txt": ("Open MPI", "2.1.1", "mpirun"),
-    "mpirun_version/mpirun-version_openmpi_5.0.6_https.txt": ("Open MPI", "5.0.6", "mpirun"),
-    "lab_mpi/mpirun_version.txt": ("Open MPI", "4.1.4", "mpirun"),
-    "lab_mpi/mpirun.openmpi_version.txt": ("Open MPI", "4.1.4", "mpirun.openmpi"),
-    "lab_mpi/mpiexec.mpich_version.txt": ("MPICH", "4.0.2", ""),
-}
-
-
-def captures(tool):
-    return {os.path.relpath(p, data_path()) for p in glob.glob(data_path(tool, "*.txt"))}
-
-
-@pytest.mark.parametrize("name", sorted(MPIRUN))
-def test_mpirun_version(name):
-    parsed = parse_mpirun_version(read(name))
-    assert (parsed.implementation, parsed.version, parsed.program) == MPIRUN[name]
 
 
 def test_hydra_details_keep_trailing_spaces_out_and_device():
@@ -65,29 +40,6 @@ def test_mpirun_unknown_shapes_raise(text):
     with pytest.raises(ParseError) as info:
         parse_mpirun_version(text)
     assert info.value.tool == "mpirun"
-
-
-OMPI = {  # file: (format, version, cuda_support, cuda_hint, mpi_extensions)
-    "ompi_info/ompi_info-a_grep_cuda_opal_base_params_false.txt":
-        ("human", None, False, False, ("affinity", "cuda", "pcollreq")),
-    "ompi_info/ompi_info_4.1.6_cuda_ucx_gcp_4xT4.txt": ("human", "4.1.6", None, True, ("affinity", "cuda", "pcollreq")),
-    "ompi_info/ompi_info_parsable_grep_cuda_false_cluster.txt": ("parsable", None, False, False, ()),
-    "ompi_info/ompi_info_parsable_grep_cuda_true.txt": ("parsable", None, True, False, ()),
-    "lab_mpi/ompi_info.txt": ("human", "4.1.4", None, False, ("affinity", "cuda", "pcollreq")),
-    "lab_mpi/ompi_info_parsable.txt": ("parsable", "4.1.4", None, False, ("affinity", "cuda", "pcollreq")),
-    "lab_mpi/ompi_info_parsable_all.txt.gz": ("parsable", "4.1.4", False, False, ("affinity", "cuda", "pcollreq")),
-}
-
-
-@pytest.mark.parametrize("tool, expected", [("mpirun_version", MPIRUN), ("ompi_info", OMPI)])
-def test_every_capture_has_expected_values(tool, expected):
-    assert captures(tool) == {k for k in expected if k.startswith(tool + "/")}
-
-
-@pytest.mark.parametrize("name", sorted(OMPI))
-def test_ompi_info(name):
-    info = parse_ompi_info(read(name))
-    assert (info.format, info.version, info.cuda_support, info.cuda_hint, info.mpi_extensions) == OMPI[name]
 
 
 def test_ompi_info_all_has_both_cuda_keys_and_components():
@@ -123,32 +75,9 @@ def test_ompi_info_unknown_shapes_raise(text):
     assert info.value.tool == "ompi_info"
 
 
-HOROVOD = {  # file: (version, frameworks built, controllers built, operations built, operations listed)
-    "horovod-0.18.1_nothing_built.txt": ("0.18.1", [], [], [], ["NCCL", "DDL", "MLSL", "MPI", "Gloo"]),
-    "horovod-0.19.1_all_frameworks_conda_template.txt":
-        ("0.19.1", ["TensorFlow", "PyTorch", "MXNet"], ["MPI", "Gloo"], ["NCCL", "MPI", "Gloo"],
-         ["NCCL", "DDL", "CCL", "MPI", "Gloo"]),
-    "horovod-0.21.3_truba_tf_torch_nccl.txt":
-        ("0.21.3", ["TensorFlow", "PyTorch"], ["MPI", "Gloo"], ["NCCL", "MPI", "Gloo"],
-         ["NCCL", "DDL", "CCL", "MPI", "Gloo"]),
-    "horovod-0.28.1_pytorch_only_trailing_space.txt":
-        ("0.28.1", ["PyTorch"], ["MPI", "Gloo"], ["NCCL", "MPI", "Gloo"], ["NCCL", "DDL", "CCL", "MPI", "Gloo"]),
-}
-
-
-def test_every_horovod_capture_is_covered():
-    assert {os.path.basename(p) for p in captures("horovod_check_build")} == set(HOROVOD)
-
-
-@pytest.mark.parametrize("name", sorted(HOROVOD))
-def test_horovod_check_build(name):
-    build = parse_check_build(read("horovod_check_build", name))
-    version, frameworks, controllers, operations, listed = HOROVOD[name]
-    assert build.version == version
-    assert build.built("frameworks") == frameworks
-    assert build.built("controllers") == controllers
-    assert build.built("operations") == operations
-    assert list(build.operations) == listed
+def test_horovod_built_lists_the_checked_boxes_in_printed_order():
+    build = parse_check_build(read("horovod_check_build", "horovod-0.28.1_pytorch_only_trailing_space.txt"))
+    assert build.built("frameworks") == ["PyTorch"] and build.built("operations") == ["NCCL", "MPI", "Gloo"]
 
 
 @pytest.mark.parametrize("text", ["", "Traceback (most recent call last):\n  File x\nImportError: y\n",

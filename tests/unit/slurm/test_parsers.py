@@ -1,8 +1,6 @@
 """Pure parsers of Slurm notations and outputs, over every capture in tests/data."""
 
-import glob
 import json
-import os
 
 import pytest
 
@@ -49,24 +47,6 @@ def test_id_list_rejects_gaps():
     assert parse.parse_id_list("", "CUDA_VISIBLE_DEVICES") == []
     with pytest.raises(ParseError):
         parse.parse_id_list("0,,1", "CUDA_VISIBLE_DEVICES")
-
-
-ENV_DUMPS = sorted(glob.glob(data_path("slurm_env", "*.txt")))
-
-
-def test_every_env_capture_has_expectations():
-    assert len(ENV_DUMPS) == 8
-    for path in ENV_DUMPS:
-        assert os.path.exists(path.replace(".txt", ".expected.json")), path
-
-
-@pytest.mark.parametrize("path", ENV_DUMPS, ids=os.path.basename)
-def test_env_dump(path):
-    expected = json.load(open(path.replace(".txt", ".expected.json")))
-    dump = parse.parse_env_dump(_read(path))
-    assert len(dump.values) == expected["variables"]
-    assert len(dump.skipped) == expected["skipped_lines"]
-    assert sorted(dump.conflicts) == expected["conflicts"]
 
 
 def test_env_dump_keeps_program_output_aside_and_reports_conflicts():

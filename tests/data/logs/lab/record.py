@@ -197,7 +197,7 @@ def main(names: list[str]) -> int:
     work = tempfile.mkdtemp(prefix="qf-lab-")
     os.chmod(work, 0o755)
     try:
-        with SlurmCluster(prefix="qf", net16="10.125", nodes=2) as cluster:
+        with SlurmCluster(prefix="lab", nodes=2) as cluster:
             lab = Lab(cluster, work)
             for name in names or list(CASES):
                 function, expected = CASES[name]

@@ -256,8 +256,9 @@ def slurm_env_checks(env: dict[str, str], where: str) -> list[CheckRun]:
     return out
 
 
-def run_checks(ids, host) -> list[CheckRun]:
-    """The built-in checks `ids`, run by the engine on a FakeHost holding a paste."""
+def run_checks(ids, host, params: dict | None = None) -> list[CheckRun]:
+    """The built-in checks `ids`, run by the engine on a FakeHost holding a paste; params
+    override a check's own ({check id: {param: value}})."""
     from distdoctor import checks as builtin
     from distdoctor.api import Context
     from distdoctor.engine import run_checks as run
@@ -265,7 +266,9 @@ def run_checks(ids, host) -> list[CheckRun]:
 
     infos = [c for c in builtin.CHECKS if c.id in ids]
     facts = Facts(host)
-    return run(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+    extra = params or {}
+    return run(infos, lambda info: Context(facts, {**info.params, **extra.get(info.id, {})}), jobs=1,
+               total_timeout=20)
 
 
 def _checks(ids, host, where: str, what: str) -> list[CheckRun]:

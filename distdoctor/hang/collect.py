@@ -39,7 +39,8 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
-             budget: float = 8.0, node_name: str | None = None) -> dict[str, Any]:
+             budget: float = 8.0, node_name: str | None = None,
+             query_ras: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     found = discovery.discover(host, pids=pids, job=job, node_name=node_name)
     permission = ptrace.check(host, [r.pid for r in found.ranks])
@@ -76,5 +77,12 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
         from distdoctor.hang import flightrec
 
         doc["flight_recorder"] = flightrec.collect(host, found.ranks)
+        # RAS answers for the whole job: under --job only the step's first node asks it
+        if query_ras and host.env.get("SLURM_NODEID", "0") == "0":
+            from distdoctor.hang import ras
+
+            nccl = ras.collect(host, found.ranks, host.env, budget=max(0.0, started + budget - time.monotonic()))
+            if nccl is not None:
+                doc["ras"] = nccl
     doc["duration"] = round(time.monotonic() - started, 3)
     return doc

@@ -127,8 +127,9 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
         if kind == "missing":
             fix = _on(here, r.process.host, "python3 -m pip install py-spy")
         elif kind == "denied":
-            snap = next((s for s in snapshots if s.get("node") == r.node), {})
-            fix = "" if ptrace_shown else str((snap.get("ptrace") or {}).get("fix") or "")
+            if not ptrace_shown:
+                snap = next((s for s in snapshots if s.get("node") == r.node), {})
+                fix = str((snap.get("ptrace") or {}).get("fix") or "")
             ptrace_shown = True
         elif kind in ("timeout", "failed", "garbled"):
             fix = _on(here, r.process.host, f"timeout 30 {pyspy_line('py-spy', r.process.pid, native=False)}")
@@ -245,11 +246,11 @@ def fr_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> CheckRun 
 
     title = "Flight Recorder: the collectives every rank entered"
     reads = []  # (rank, its dump record)
-    for snap in snapshots:
-        fr = snap.get("flight_recorder") or {}
-        for r in ranks:
-            if r.node == snap.get("node") and str(r.process.pid) in fr:
-                reads.append((r, fr[str(r.process.pid)]))
+    by_node = {snap.get("node"): snap.get("flight_recorder") or {} for snap in snapshots}
+    for r in ranks:
+        fr = by_node.get(r.node) or {}
+        if str(r.process.pid) in fr:
+            reads.append((r, fr[str(r.process.pid)]))
     if not reads:
         return None
     findings = []
@@ -331,10 +332,9 @@ def nodes_run(missing: Sequence[tuple[str, str, str]]) -> CheckRun | None:
 def runs(snapshots: Sequence[dict], here: str, job_mode: bool = False,
          missing: Sequence[tuple[str, str, str]] = ()) -> list[CheckRun]:
     ranks = ranks_of(snapshots)
-    for snap in snapshots:  # which py-spy the fix names: the one that ran on that node
-        for r in ranks:
-            if r.node == snap.get("node"):
-                r.state.setdefault("pyspy", snap.get("pyspy") or "py-spy")
+    pyspy = {snap.get("node"): snap.get("pyspy") or "py-spy" for snap in snapshots}
+    for r in ranks:  # which py-spy the fix names: the one that ran on that node
+        r.state.setdefault("pyspy", pyspy.get(r.node, "py-spy"))
     out = [found_run(snapshots, ranks, job_mode)]
     node_run = nodes_run(missing)
     if node_run:
@@ -344,4 +344,9 @@ def runs(snapshots: Sequence[dict], here: str, job_mode: bool = False,
         fr = fr_run(snapshots, ranks, here)
         if fr is not None:
             out.append(fr)
+        from distdoctor.hang.rasreport import ras_run
+
+        nccl = ras_run(snapshots)
+        if nccl is not None:
+            out.append(nccl)
     return out

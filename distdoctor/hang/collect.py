@@ -8,6 +8,7 @@ the whole collection under `budget`; a rank not done by then is reported as such
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -46,13 +47,12 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
     permission = ptrace.check(host, [r.pid for r in found.ranks])
     pyspy = stacks.find_pyspy(host)
     dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))
-    pending = {}
+    pending: dict[int, bounded.Pending[dict]] = {}
     t0 = time.monotonic()
     for rank in found.ranks:
         before = procstate.read_stat(host, rank.pid)
-        pending[rank.pid] = bounded.start(
-            lambda rank=rank, before=before: _read_rank(host, rank, pyspy, native, dump_timeout, before, t0),
-            name=f"hang pid {rank.pid}")
+        pending[rank.pid] = bounded.start(functools.partial(_read_rank, host, rank, pyspy, native, dump_timeout,
+                                                            before, t0), name=f"hang pid {rank.pid}")
     deadline = started + budget
     ranks = []
     for rank in found.ranks:

@@ -168,7 +168,7 @@ def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | No
 
 
 def _ancestors(host, pid: int, stats: dict[int, procstate.Stat | None], limit: int = 64) -> list[int]:
-    chain = []
+    chain: list[int] = []
     while pid > 1 and len(chain) < limit:
         if pid not in stats:
             stats[pid] = procstate.read_stat(host, pid)

@@ -99,6 +99,10 @@ def _repair(text: str) -> str:
     return _MISSING_COMMA.sub(r"\1,\2\3", text)
 
 
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def parse_json(text: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
@@ -116,8 +120,8 @@ def parse_json(text: str) -> dict[str, Any]:
         ranks = {}
         for r in c.get("ranks") or []:
             if isinstance(r, dict) and isinstance(r.get("rank"), int):
-                st = r.get("status") if isinstance(r.get("status"), dict) else {}
-                counts = r.get("collective_counts") if isinstance(r.get("collective_counts"), dict) else {}
+                st = _dict(r.get("status"))
+                counts = _dict(r.get("collective_counts"))
                 ranks[str(r["rank"])] = {
                     "host": str(r.get("host", "")), "pid": r.get("pid"), "gpu": r.get("cuda_dev"),
                     "counts": {str(k): int(v) for k, v in counts.items() if isinstance(v, int)},
@@ -126,7 +130,7 @@ def parse_json(text: str) -> dict[str, Any]:
         missing = []
         for r in c.get("missing_ranks") or []:
             if isinstance(r, dict):
-                st = r.get("status") if isinstance(r.get("status"), dict) else {}
+                st = _dict(r.get("status"))
                 missing.append({"rank": r.get("rank"), "host": str(r.get("host", "")), "pid": r.get("pid"),
                                 "gpu": r.get("cuda_dev"), "unresponsive": bool(st.get("unresponsive")),
                                 "dead": bool(st.get("considered_dead"))})

@@ -123,18 +123,19 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
         if not kind:
             continue
         status, what = _STACK_PROBLEMS.get(kind, (Status.WARN, "gave no stack"))
-        fix = ""
+        fix, explanation = "", r.stack.detail
         if kind == "missing":
             fix = _on(here, r.process.host, "python3 -m pip install py-spy")
         elif kind == "denied":
-            if not ptrace_shown:
-                snap = next((s for s in snapshots if s.get("node") == r.node), {})
-                fix = str((snap.get("ptrace") or {}).get("fix") or "")
+            snap = next((s for s in snapshots if s.get("node") == r.node), {})
+            pt = snap.get("ptrace") or {}
+            explanation = f"{pt.get('why')}. py-spy: {r.stack.detail}" if pt.get("why") else r.stack.detail
+            fix = "" if ptrace_shown else str(pt.get("fix") or "")
             ptrace_shown = True
         elif kind in ("timeout", "failed", "garbled"):
             fix = _on(here, r.process.host, f"timeout 30 {pyspy_line('py-spy', r.process.pid, native=False)}")
         findings.append(Finding(status, f"{r.process.where()} {what}", subject=f"rank {r.process.rank}",
-                                explanation=r.stack.detail, fix=fix,
+                                explanation=explanation, fix=fix,
                                 evidence={"pid": r.process.pid, "error": kind, "detail": r.stack.detail}))
     for snap in snapshots:
         pt = snap.get("ptrace") or {}

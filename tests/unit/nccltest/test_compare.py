@@ -44,12 +44,12 @@ def test_the_interface_fix_applied_clears_its_own_warning():
     (iface,) = [f for f in compare(job(r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
                 if f.subject == "interface"]
     value = iface.fix.split("=", 1)[1].strip("'")
-    applied = job(**{f"r{r}": {"env": {"NCCL_SOCKET_IFNAME": value}} for r in range(4)})
+    applied = job(**{f"r{r}": {"env.NCCL_SOCKET_IFNAME": value} for r in range(4)})
     for r in (2, 3):
         applied[r]["interface"] = "ens14f0"
     assert [f.status for f in compare(applied)] == [Status.OK], compare(applied)
     # A value that leaves one node's interface out still warns.
-    partial = job(**{f"r{r}": {"env": {"NCCL_SOCKET_IFNAME": "=ens5"}} for r in range(4)})
+    partial = job(**{f"r{r}": {"env.NCCL_SOCKET_IFNAME": "=ens5"} for r in range(4)})
     for r in (2, 3):
         partial[r]["interface"] = "ens14f0"
     assert "interface" in {f.subject for f in compare(partial)}

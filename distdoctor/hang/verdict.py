@@ -277,10 +277,18 @@ def fr_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> CheckRun 
     if missing_dumps:
         r0, d0 = missing_dumps[0]
         pipes = [(r, d) for r, d in missing_dumps if d.get("pipe")]
+        handled = [r for r, _d in missing_dumps if r.state.get("usr1") in ("caught", "blocked")]
         if pipes:
             # torch dumps, without stopping the job, when a byte is written to <prefix><rank>.pipe
             fix = "\n".join(_on(here, r.process.host, shlex.join(
                 ["sh", "-c", "echo 1 > " + shlex.quote(f"{d['pipe']}{r.process.rank}.pipe")])) for r, d in pipes[:8])
+        elif handled:
+            # The ranks catch (or sigwait for) SIGUSR1: the job's own dump handler. Never offered
+            # otherwise: SIGUSR1's default action ends the process.
+            per_host: dict[str, list[int]] = {}
+            for r in handled:
+                per_host.setdefault(r.process.host, []).append(r.process.pid)
+            fix = "\n".join(_on(here, h, "kill -USR1 " + " ".join(map(str, sorted(p)))) for h, p in per_host.items())
         else:
             fix = remote.comment("torch writes the dump when a collective times out (the NCCL watchdog), or the job "
                                  "dumps it from its own handler (torch._C._distributed_c10d._dump_fr_trace)")

@@ -24,6 +24,7 @@ unknown keys are collected as problems and reported as findings.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -33,6 +34,9 @@ from typing import Any, Iterable, Mapping
 from distdoctor import limits
 
 SYSTEM_FILE = "/etc/distdoctor/config.toml"
+# A config file larger than this is refused, not read in part: a cut file can change a value
+# (`timeout = 30` cut after the 3) and still parse.
+MAX_BYTES = 4 * 1024 * 1024
 
 RUN_KEYS: dict[str, type | tuple[type, ...]] = {
     "timeout": (int, float),
@@ -131,12 +135,24 @@ def default_files(env: Mapping[str, str], home: str) -> list[str]:
     return [SYSTEM_FILE, os.path.join(xdg, "distdoctor", "config.toml")]
 
 
+_KEY = re.compile(r'^[ \t]*(?:"([^"\n]*)"|([^\s="]+))[ \t]*=', re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def _key_lines(text: str) -> dict[str, int]:
+    """Each key's first line, found in one pass: looking each key up by scanning the file made
+    loading quadratic in its keys (20,000 keys took 100 s)."""
+    lines: dict[str, int] = {}
+    line, at = 1, 0
+    for match in _KEY.finditer(text):
+        line += text.count("\n", at, match.start())
+        at = match.start()
+        lines.setdefault(match.group(1) if match.group(1) is not None else match.group(2), line)
+    return lines
+
+
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return number
-    return None
+    return _key_lines(text).get(key)
 
 
 def _type_name(kind) -> str:
@@ -175,7 +191,8 @@ def _check_range(path: str, text: str, where: str, key: str, value: Any) -> None
     """TOML has nan and inf; no setting means either. Whatever a key is, a non-finite number in
     it (or anywhere inside it) is refused, and so is any `timeout`-like key that is not a positive
     number of seconds, and `jobs` out of 1..MAX_JOBS."""
-    at = f":{_line_of(text, key)}" if _line_of(text, key) else ""
+    line = _line_of(text, key)
+    at = f":{line}" if line else ""
     if _has_non_finite(value):
         raise ConfigError(f"{path}{at}: {where}{key} must be a finite number, not {value!r}")
     try:
@@ -184,6 +201,8 @@ def _check_range(path: str, text: str, where: str, key: str, value: Any) -> None
                 limits.seconds(value, f"{where}{key}")
         elif key == "jobs" and where == "run.":
             limits.count(value, f"{where}{key}", 1, limits.MAX_JOBS)
+        elif key == "max_drained_share" and where == "run." and not 0 <= value <= 1:
+            raise limits.RangeError(f"{where}{key} must be between 0 and 1, not {value!r}")
     except limits.RangeError as exc:
         raise ConfigError(f"{path}{at}: {exc}") from None
 
@@ -196,8 +215,8 @@ def load_file(config: Config, path: str, text: str) -> None:
         import tomli as tomllib
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # TOMLDecodeError, and int() refusing an integer of 5,000 digits
+        raise ConfigError(f"{path}: invalid TOML: {str(exc)[:200]}") from None
     except RecursionError:  # tomllib recurses once per level of nested arrays or inline tables
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     config.files.append(path)
@@ -238,7 +257,11 @@ def load_file(config: Config, path: str, text: str) -> None:
                 if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list))
                                                                                 for v in value)):
                     raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: expect.\"{key}\" must be a value "
-                                      f"or a comparison such as \">= 2.18\", not {value!r}")
+                                      f"or a comparison such as \">= 2.18\", not {value!r:.80}")
+                try:
+                    limits.expected_value(value, f'expect."{key}"')
+                except limits.RangeError as exc:
+                    raise ConfigError(f"{path}:{_line_of(text, key) or '?'}: {exc}") from None
                 config.expect[key] = value
                 config.expect_sources[key] = f"{path}:{_line_of(text, key) or '?'}"
         else:

@@ -21,6 +21,7 @@ The decision is a pure function of the report, the node's state and the partitio
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -109,18 +110,72 @@ class Breaker:
                 "share": round(self.share, 4), "problem": self.problem}
 
 
+# Slurm's base states in which a node is in service, and the flags that say nothing about who
+# took it out of service (slurm.h's NODE_STATE_*; `scontrol show node` prints BASE+FLAG+...).
+# Anything else (DOWN, FAIL, FAILING, MAINT, REBOOT_*, POWER*, NOT_RESPONDING, FUTURE, UNKNOWN,
+# ERROR, a flag this list has never heard of) is the operator's or Slurm's: health leaves it.
+IN_SERVICE = frozenset({"IDLE", "ALLOCATED", "ALLOC", "MIXED", "COMPLETING"})
+NEUTRAL_FLAGS = frozenset({"COMPLETING", "CLOUD", "PLANNED", "RESERVED", "RES", "DYNAMIC_NORM", "PERFCTRS"})
+# Older scontrol prints a drained node's base state as DRAINED or DRAINING.
+DRAIN_BASES = {"DRAINED": "IDLE", "DRAINING": "ALLOCATED", "DRAIN": "IDLE"}
+# A Slurm node name, and only one: Slurm expands `n[1-100]` and `a,b` into many nodes, and
+# `ALL` is a keyword to some of its commands.
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# distdoctor's reason: `distdoctor: [<action>: ]<check id>: <what>[ (+N)]`; a check id has a dot,
+# an action (reboot, reset-gpu) has none.
+_OURS = re.compile(r"^distdoctor: (?:[a-z][a-z-]*: )?([A-Za-z0-9_-]+\.[^\s:]+): .*?(?: \(\+(\d+)\))?$")
+
+
+def node_name_problem(name: str) -> str:
+    """'' when name is one Slurm node name, else why health will not act on it."""
+    if not _NODE_NAME.fullmatch(name):
+        return (f"{name[:80]!r} is not one Slurm node name (a host list such as n[1-4] or a,b names "
+                f"several; health acts on one node only)")
+    if name.upper() == "ALL":
+        return "'ALL' names every node; health acts on one node only"
+    return ""
+
+
+def in_service(state: NodeState) -> tuple[bool, bool]:
+    """(in service apart from a drain, drained): whether the state is one health may act on."""
+    parts = [p for p in state.state.upper().replace("*", "+NOT_RESPONDING").split("+") if p]
+    if not parts:
+        return False, False
+    base, flags = parts[0], set(parts[1:])
+    drained = "DRAIN" in flags or base in DRAIN_BASES
+    base = DRAIN_BASES.get(base, base)
+    flags.discard("DRAIN")
+    return base in IN_SERVICE and flags <= NEUTRAL_FLAGS, drained
+
+
+def _passed(run: CheckRun, fail_on: str) -> bool:
+    floor = Status.WARN.severity if fail_on == "warn" else Status.FAIL.severity
+    return run.status is not Status.SKIP and run.status.severity < floor
+
+
 def decide(node: str, state: NodeState | None, bad: list[CheckRun], breaker: Breaker | None = None,
-           max_share: float = MAX_DRAINED_SHARE) -> Action:
-    """What to do with this node. state None: its state could not be read, and nothing is
-    drained (a health check that cannot see the node must not act on it). breaker None: not
-    consulted (a resume, or nothing to do)."""
-    ours = state is not None and state.drained and state.reason.startswith(REASON_PREFIX)
+           max_share: float = MAX_DRAINED_SHARE, runs: list[CheckRun] | None = None, fail_on: str = "fail",
+           full_selection: bool = True) -> Action:
+    """What to do with this node. Nothing unless its state was read and it is in service (or in
+    service and drained by distdoctor): a node DOWN, FAIL, MAINT, rebooting, powered down or
+    drained by someone else is the operator's or Slurm's. breaker None: not consulted (a resume,
+    or nothing to do). A resume needs the check named in distdoctor's reason to be among `runs`
+    and to have passed; a reason that counts others (+N) does not name them, so only a run of
+    the whole default selection (full_selection), every check passing, may resume it."""
+    if state is None:
+        if bad:
+            return Action("none", why=f"not draining {node}: its state cannot be read, so distdoctor will not act "
+                                      f"on it. distdoctor found: {reason_for(bad)}")
+        return Action("none", why=f"{node} passes; its state could not be read, so nothing is resumed")
+    usable, drained = in_service(state)
+    ours = drained and bool(_OURS.match(state.reason))
+    if not usable:
+        found = f". distdoctor found: {reason_for(bad)}" if bad else ""
+        return Action("none", why=f"{node} is {state.state} ({state.reason or 'no reason'}): not in service, "
+                                  f"so it is the operator's or Slurm's; left as it is{found}")
     if bad:
         reason = reason_for(bad)
-        if state is None:
-            return Action("none", why=f"not draining {node}: its state cannot be read, so distdoctor will not act "
-                                      f"on it. distdoctor found: {reason}")
-        if breaker is not None and not (ours and state.drained):
+        if breaker is not None and not ours:
             if breaker.problem:
                 return Action("none", why=f"not draining {node}: the partition's state cannot be read "
                                           f"({breaker.problem}), so the circuit breaker cannot be judged. "
@@ -131,7 +186,7 @@ def decide(node: str, state: NodeState | None, bad: list[CheckRun], breaker: Bre
                                           f"distdoctor ({breaker.share:.0%} > {max_share:.0%}); a fault on that many "
                                           f"nodes is more likely the site's or distdoctor's than this node's. "
                                           f"distdoctor found: {reason}")
-        if state is not None and state.drained and not ours:
+        if drained and not ours:
             return Action("none", why=f"{node} is already drained by someone else ({state.reason or 'no reason'}); "
                                       f"left as it is. distdoctor found: {reason}")
         if ours and state.reason == reason:
@@ -139,9 +194,19 @@ def decide(node: str, state: NodeState | None, bad: list[CheckRun], breaker: Bre
         return Action("drain", ("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"),
                       f"draining {node}: {reason}")
     if ours:
+        match = _OURS.match(state.reason)
+        assert match is not None
+        named, more = match.group(1), int(match.group(2) or 0)
+        run = next((r for r in runs or () if r.id == named), None)
+        if run is None or not _passed(run, fail_on):
+            did = "did not run" if run is None else f"is {run.status.value.upper()}"
+            return Action("none", why=f"{node} stays drained: {named}, which drained it, {did} here")
+        if more and not full_selection:
+            return Action("none", why=f"{node} stays drained: {more} more check(s) failed with {named} and only a "
+                                      f"run of every check (no --only, no --skip) may resume it")
         return Action("resume", ("scontrol", "update", f"nodename={node}", "state=resume"),
-                      f"resuming {node}: the checks pass again (it was drained with reason \"{state.reason}\")")
-    if state is not None and state.drained:
+                      f"resuming {node}: {named} passes again (it was drained with reason \"{state.reason}\")")
+    if drained:
         return Action("none", why=f"{node} passes, but stays drained: the reason is not distdoctor's "
                                   f"({state.reason or 'no reason'})")
     return Action("none", why=f"{node} passes")
@@ -155,13 +220,21 @@ def node_name(host) -> str:
 
 
 def node_state(host, node: str) -> tuple[NodeState | None, str]:
+    """The state of exactly this node: a record for any other node, or for more than one, is a
+    problem, never a state to act on."""
     result = host.run(["scontrol", "show", "node", node], timeout=SCONTROL_TIMEOUT)
     if not result.ok:
         return None, result.describe()
+    records = len(re.findall(r"(?:^|\s)NodeName=", result.stdout))
+    if records > 1:
+        return None, f"`scontrol show node {node}` describes {records} nodes, not one"
     try:
-        return parse_node_show(result.stdout), ""
+        state = parse_node_show(result.stdout)
     except ParseError as exc:
         return None, str(exc)
+    if state.name != node:
+        return None, f"`scontrol show node {node}` describes node {state.name[:80]!r}"
+    return state, ""
 
 
 def partition_load(host, node: str) -> Breaker:

@@ -288,7 +288,7 @@ def _os(facts, host) -> Iterable[tuple[str, Any]]:
     yield "python.executable", host.python_executable()
 
 
-_TOOL_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+_TOOL_VERSION = re.compile(r"(?<!\d)(\d+\.\d+(?:\.\d+)?)")  # starts only where a run of digits starts: linear
 
 
 def _tool_version(host, argv: list[str], pattern: re.Pattern[str] = _TOOL_VERSION) -> str | None:

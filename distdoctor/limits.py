@@ -67,6 +67,17 @@ def arg_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def arg_fraction(text: str) -> float:
+    """argparse type: a share between 0 and 1 (`nan` would make every comparison false)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not 0.0 <= number <= 1.0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text[:40]!r}")
+    return number
+
+
 def arg_count(high: int, low: int = 1):
     """argparse type for an integer option in [low, high]."""
     def parse(text: str) -> int:
@@ -76,3 +87,40 @@ def arg_count(high: int, low: int = 1):
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = "integer"
     return parse
+
+
+# The longest run of digits an expected value may hold: a GPU count, a byte size or a version part
+# is never longer, and int() refuses strings past 4300 digits with a ValueError nobody expects.
+MAX_DIGITS = 40
+_NON_FINITE_WORDS = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
+def expected_value(value: Any, what: str) -> Any:
+    """An `[expect]` value or `--expect FACT=VALUE`: a finite number, true/false, or a string of
+    printable ASCII whose digit runs are short. `nan` (a number or a target such as ">= nan")
+    matches nothing, so a node would fail for a typo; '²' and '١' are digits to str.isdigit()
+    but not to int()."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if non_finite(item):
+            raise RangeError(f"{what} must be a finite number, not {item!r}")
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 10 ** MAX_DIGITS:
+            raise RangeError(f"{what}: a number of more than {MAX_DIGITS} digits is not a node's value")
+        if isinstance(item, str):
+            if not item.isascii() or not item.isprintable():
+                raise RangeError(f"{what} must be printable ASCII, not {item[:40]!r}")
+            run = longest_digit_run(item)
+            if run > MAX_DIGITS:
+                raise RangeError(f"{what}: a number of {run} digits is not a node's value")
+            target = item.strip().lstrip("<>=!").strip().lower()
+            if target in _NON_FINITE_WORDS - {"inf", "infinity"}:
+                raise RangeError(f"{what} must be a finite number, not {item!r}")
+    return value
+
+
+def longest_digit_run(text: str) -> int:
+    best = current = 0
+    for char in text:
+        current = current + 1 if "0" <= char <= "9" else 0
+        best = max(best, current)
+    return best

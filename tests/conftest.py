@@ -108,20 +108,16 @@ def _authored_by_product() -> bool:
     return False
 
 
+def _record_product_fix(finding) -> None:
+    if _authored_by_product():
+        record_fix(finding.fix)
+
+
 def _install_fix_recorder() -> None:
     from distdoctor import model
 
-    original = model.Finding.__init__
-    if getattr(original, "_records_fixes", False):
-        return
-
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        if self.fix and _authored_by_product():
-            record_fix(self.fix)
-
-    __init__._records_fixes = True
-    model.Finding.__init__ = __init__
+    if _record_product_fix not in model.FIX_WATCHERS:
+        model.FIX_WATCHERS.append(_record_product_fix)
 
     from distdoctor.render import console
 

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Sequence
 
-from distdoctor import __version__, output
+from distdoctor import __version__, limits, output
 from distdoctor import config as config_mod
 from distdoctor.model import CheckInfo, Report, exit_code
 
@@ -46,7 +46,11 @@ def expectations(args: argparse.Namespace, config) -> dict:
         if not eq or not key.strip():
             raise UsageError(f"--expect {item!r}: write FACT=VALUE, e.g. gpu.count=8")
         value = value.strip()
-        table[key.strip()] = int(value) if value.isdigit() else value
+        try:
+            limits.expected_value(value, f"--expect {key.strip()}")
+        except limits.RangeError as exc:
+            raise UsageError(str(exc)) from None
+        table[key.strip()] = int(value) if value.isascii() and value.isdigit() else value
     return table
 
 
@@ -77,18 +81,23 @@ def select(checks: list[CheckInfo], only: list[str], skip: list[str]) -> list[Ch
     return [c for c in chosen if not any(_matches(c, p) for p in skip)]
 
 
+def _config_text(host, path: str) -> str | None:
+    try:
+        text = host.read_text(path, max_bytes=config_mod.MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    if text is not None and len(text.encode("utf-8", "surrogateescape")) > config_mod.MAX_BYTES:
+        raise UsageError(f"{path}: config file is larger than {config_mod.MAX_BYTES // (1024 * 1024)} MiB; "
+                         f"refused rather than read in part")
+    return text
+
+
 def load_config(paths: list[str], host) -> config_mod.Config:
     pairs = []
     for path in config_mod.default_files(host.env, host.home()):
-        try:
-            pairs.append((path, host.read_text(path)))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+        pairs.append((path, _config_text(host, path)))
     for path in paths:
-        try:
-            text = host.read_text(path)
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+        text = _config_text(host, path)
         if text is None:
             raise UsageError(f"{path}: config file does not exist")
         pairs.append((path, text))

@@ -39,7 +39,7 @@ def add_arguments(health: argparse.ArgumentParser) -> None:
     health.add_argument("--format", choices=("text", "json", "prometheus"), default="text",
                         help="text (default: the verdict in lines for slurmd's log), json (the check report with a "
                              "'health' object, docs/report.schema.json) or prometheus (node_exporter textfile)")
-    health.add_argument("--max-drained-share", type=float, default=None, metavar="FRACTION",
+    health.add_argument("--max-drained-share", type=limits.arg_fraction, default=None, metavar="FRACTION",
                         help="circuit breaker: do not drain when more than this share of the node's partitions is "
                              "already drained by distdoctor (default 0.10, or run.max_drained_share)")
 
@@ -53,6 +53,12 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 
     started = time.monotonic()
     started_wall = time.time()
+    if args.node is not None:
+        problem = health.node_name_problem(args.node)
+        if problem:
+            raise UsageError(f"--node: {problem}")
+    if args.output:
+        output.check_writable(args.output)  # an unwritable -o is exit 74 before any node is touched
     host = Host()
     config = load_config(args.config, host)
     bound = args.timeout if args.timeout is not None else health.DEFAULT_TIMEOUT
@@ -91,18 +97,26 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
                      f"{kept}\n")
         if finding is not None and finding.fix:
             stream.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))
-    state, problem = health.node_state(host, node)
+    name_problem = health.node_name_problem(node)
+    if name_problem:
+        state, problem = None, name_problem
+    else:
+        state, problem = health.node_state(host, node)
     if problem:
-        stream.write(f"distdoctor health: cannot read the state of node {node}: {problem}\n")
-    ours = state is not None and state.drained and state.reason.startswith(health.REASON_PREFIX)
-    breaker = health.partition_load(host, node) if bad and state is not None and not ours else None
-    action = health.decide(node, state, bad, breaker, max_share)
+        stream.write(f"distdoctor health: cannot read the state of node {node[:80]}: {problem}\n")
+    usable, drained = health.in_service(state) if state is not None else (False, False)
+    ours = drained and state is not None and state.reason.startswith(health.REASON_PREFIX)
+    breaker = health.partition_load(host, node) if bad and usable and not ours else None
+    action = health.decide(node, state, bad, breaker, max_share, runs=runs, fail_on=fail_on,
+                           full_selection=not args.only and not args.skip)
     error = ""
     if args.dry_run:
         stream.write(f"{action.why}\n")
         if action.argv:
             stream.write(f"would run: {action.shell()}\n")
     else:
+        if args.output and action.argv:
+            output.check_writable(args.output)  # still writable now that the checks are done
         error = health.apply(host, action)
         stream.write(f"{action.why}\n")
         if error:

@@ -17,10 +17,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from distdoctor import __version__, remote
+from distdoctor import __version__, fixes, remote
 from distdoctor.crosscheck import engine
 from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule, fold
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
+from distdoctor.remote import Fix
 
 # Reports this code can read: the same MAJOR schema (docs/report.schema.json).
 SCHEMA_MAJOR = "1"
@@ -30,12 +31,9 @@ _OK = Status.OK.value
 _IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
 
 
-def _mtu_command(diff: engine.Difference) -> str:
-    # Not persistent across reboots: the distribution's network config must say the same.
+def _mtu_fix(diff: engine.Difference) -> Fix:
     iface = _IFACE.match(diff.key)
-    if not iface or not remote.plain(iface.group(1)) or not remote.plain(diff.reference):
-        return ""
-    return f"ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
+    return fixes.mtu(iface.group(1) if iface else "", diff.reference, diff.outliers)
 
 
 def _install_fix(what: str):
@@ -110,7 +108,7 @@ NODE_RULES: tuple[Rule, ...] = (
     # Network and limits.
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
          "an MTU smaller on some nodes drops or fragments the large packets the others send: "
-         "transfers hang or crawl", run=_mtu_command),
+         "transfers hang or crawl", _mtu_fix),
     Rule("ib.*.state", "state of IB port *", AGREE, Status.FAIL,
          "a rank bound to a port that is down hangs at init", run="ibstat"),
     Rule("ib.*.rate", "rate of IB port *", AGREE, Status.WARN,
@@ -119,12 +117,10 @@ NODE_RULES: tuple[Rule, ...] = (
          "InfiniBand and RoCE ports need different NCCL settings", ""),
     Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
          "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}",
-         run='echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf'),
+         lambda diff: fixes.memlock(diff.outliers)),
     Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
          "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "# in a container: start it with --shm-size={reference} or --ipc=host",
-         run="mount -o remount,size={reference} /dev/shm"),
+         lambda diff: fixes.shm_size(diff.reference, diff.outliers)),
     # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
     Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
          "NCCL settings should be the same on every node; one set on some nodes only comes from a "
@@ -328,8 +324,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    def address(nodes: Sequence[str], command: str) -> str:
-        return remote.on(nodes, command, by_file)
+    def address(fix: Fix) -> Fix:
+        return dataclasses.replace(fix, by_file=[n for n in fix.nodes if n in by_file])
 
     diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
     for diff, finding in zip(diffs, diff_findings):

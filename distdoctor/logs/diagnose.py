@@ -91,7 +91,9 @@ def fix_lines(sig, e: Event) -> str:
                        + signatures.PLACEHOLDER.sub(lambda m: signatures.PLACEHOLDERS[m.group(1)][2], line))
         else:
             out.append(line)
-    return "\n".join(out)
+    whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
+    remedy = signatures.remedy_lines(sig, e.host if signatures.addressable(e.host) else f"the node of {whom}")
+    return "\n".join(filter(None, [*out, remedy]))
 
 
 def _evidence(g: Group, first: Event) -> dict:

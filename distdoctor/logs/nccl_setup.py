@@ -14,10 +14,11 @@ import ipaddress
 import re
 from typing import Any
 
+from distdoctor import fixes
 from distdoctor.crosscheck.engine import AGREE, Difference, Rule, compare, fold, to_finding
 from distdoctor.logs.scan import Scan
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import shell_word, suggest_ifname
+from distdoctor.remote import Fix
 from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
 
 # NCCL's own banner ("NCCL version 2.19.3+cuda12.3"), not the end of torch's error summary
@@ -187,7 +188,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:
-            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(good))}"
+            fix: Fix | str = fixes.socket_ifname(good, comment=f"{target}keep NCCL on {', '.join(good)}")
         else:
             fix = (f"# {target}no interface in NCCL's list reaches another node: run the container with "
                    f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")

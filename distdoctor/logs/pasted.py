@@ -28,7 +28,9 @@ _QUOTE = re.compile(r"^(?:[ \t]*>[ \t]?)+")
 _IP_FULL = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?:\s+<[^>]*>")
 _IP_ONELINE = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?\s+inet6?\s+\S+/\d+")
 _IFCONFIG = re.compile(r"^[^\s:]+(?::\d+)?:?\s+(?:flags=\d+<|Link encap:)")
-_IP_BRIEF = re.compile(r"^(?!\d+:)[A-Za-z][\w.@-]*\s+(?:UP|DOWN|UNKNOWN|LOWERLAYERDOWN)\s*(?:\S+/\d+\s*)*$")
+# Each address is its own whitespace-separated word: with the separator optional, `1/11/1...`
+# could be split into addresses in exponentially many ways (84 bytes took 160 s to refuse).
+_IP_BRIEF = re.compile(r"^(?!\d+:)[A-Za-z][\w.@-]*\s+(?:UP|DOWN|UNKNOWN|LOWERLAYERDOWN)(?:\s+\S+/\d+)*\s*$")
 # the header row of a topology matrix: GPU0 followed by GPU1, a NIC or the affinity columns
 _TOPO = re.compile(r"\bGPU0\s+(?:GPU1|NIC0|mlx\w*|CPU Affinity)\b")
 _IB = re.compile(r"^\s*(?:CA '[^']+'|hca_id:\s*\S+)")

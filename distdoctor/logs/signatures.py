@@ -23,7 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 
 try:
     import tomllib
@@ -132,6 +132,7 @@ class Signature:
     severity: str
     consequence_of: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    remedy: str = ""  # a named remedy (distdoctor/fixes.py NAMED), added after fix for the node
 
     def matches(self, line: str) -> bool:
         return self.matches_normal(normal(line))
@@ -265,6 +266,9 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             problem = fix_problem(line)
             if problem:
                 raise CatalogueError(f"{where}: fix line {line!r}: {problem}")
+        remedy = _field(entry, "remedy", where, required=False)
+        if remedy and remedy not in fixes.NAMED:
+            raise CatalogueError(f"{where}: remedy {remedy!r} is not one of {', '.join(sorted(fixes.NAMED))}")
         confirm = _field(entry, "confirm", where)
         if not (_CHECK_ID.match(confirm) or fix_problem(confirm) is None):
             raise CatalogueError(f"{where}: confirm {confirm!r} is neither a check id nor a command")
@@ -279,7 +283,7 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             patterns=tuple(patterns), keywords=keywords, meaning=_field(entry, "meaning", where),
             fix=fix, confirm=confirm, sources=sources, severity=severity,
             consequence_of=_strings(entry, "consequence_of", where, required=False),
-            examples=examples,
+            examples=examples, remedy=remedy,
         ))
     for sig in out:
         for other in sig.consequence_of:
@@ -367,6 +371,24 @@ def match_line(text: str, path: str | None = None) -> Signature | None:
     return matcher(path).match(text)
 
 
+def remedy_lines(sig: Signature, host: str) -> str:
+    """The signature's named remedy for host, "" when it has none. A host a command cannot name
+    (the log gave none, or not a plain one) gets the remedy as comments for that node."""
+    name = getattr(sig, "remedy", "")  # a catalogue of another shape (a test's stand-in) may have none
+    if not name:
+        return ""
+    if addressable(host):
+        return remote.render_all(fixes.named(name, [host]))
+    text = remote.render_all(fixes.named(name))
+    return "\n".join(remote.comment(f"on {host or 'that node'}: {line.lstrip('# ')}") for line in text.splitlines())
+
+
+def _remedy_shown(sig: Signature) -> list[str]:
+    """The remedy's lines as the reference shows fix lines: for {host}."""
+    example = PLACEHOLDERS["host"][0]
+    return remedy_lines(sig, example).replace(example, "{host}").splitlines()
+
+
 def markdown(path: str | None = None) -> str:
     """The catalogue as a reference page (docs/log-signatures.md), in catalogue order."""
     catalogue = load(path)
@@ -382,7 +404,7 @@ def markdown(path: str | None = None) -> str:
                       f"Severity: **{sig.severity}**"
                       + (f" (after {', '.join(f'`{c}`' for c in sig.consequence_of)})" if sig.consequence_of else ""),
                       "", sig.meaning, "", "Matches: " + ", ".join(f"`{p.pattern}`" for p in sig.patterns), "",
-                      "Fix:", "", "```sh", *sig.fix, "```", "",
+                      "Fix:", "", "```sh", *sig.fix, *_remedy_shown(sig), "```", "",
                       f"Confirm: `{sig.confirm}` · Sources: "
                       + ", ".join(f"[{s}](https://github.com/{s.replace('#', '/issues/')})" for s in sig.sources), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distdoctor.api import fail, warn
+from distdoctor import fixes, remote
+from distdoctor.api import Fix, fail, warn
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
 
@@ -52,12 +53,13 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     names = sorted(set(per_host.values()))
     # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
     # per node, not the union NCCL_SOCKET_IFNAME would take.
+    fix: Fix | list[Fix] | str
     if len(names) == 1:
-        fix = (f"export GLOO_SOCKET_IFNAME={names[0]}   # or map the hostname to the node's real address "
-               "in /etc/hosts")
+        fix = fixes.gloo_ifname(names[0], comment="on every node (or map the hostname to the node's real "
+                                                  "address in /etc/hosts)")
     elif names:  # each node exports its own interface's name
-        fix = "# export GLOO_SOCKET_IFNAME per node, before launching:\n" + "\n".join(
-            f"# on {h}: export GLOO_SOCKET_IFNAME={i}" for h, i in sorted(per_host.items()))
+        fix = [Fix(comment="export GLOO_SOCKET_IFNAME per node, before launching:")] + [
+            Fix(nodes=(h,), comment=remote.render(fixes.gloo_ifname(i))) for h, i in sorted(per_host.items())]
     else:
         fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
     return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "

@@ -12,11 +12,12 @@ from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
 from distdoctor.crosscheck import engine
-from distdoctor import remote
+from distdoctor import fixes, remote
 from distdoctor.api import fail, ok, warn
 from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule
 from distdoctor.text import rank_ranges
 from distdoctor.model import Finding, Status
+from distdoctor.remote import Fix
 from distdoctor.nccl_socket import shell_word
 
 __all__ = ["compare", "fingerprint_table", "ifname_covering", "rank_ranges", "node_key"]
@@ -59,16 +60,11 @@ class _Job:
                     + "\n# or run every node from one image")
         return fix
 
-    def memlock_fix(self, diff: engine.Difference) -> str:
+    def memlock_fix(self, diff: engine.Difference) -> Fix:
         # RDMA wants the limit unlimited, not the majority value. Under Slurm the tasks inherit it
         # from slurmd, so the daemon's unit is what to change on the nodes that are short.
         hosts = self.hosts(m for g in diff.groups if not _unlimited(g.value) for m in g.members)
-        if self.slurm:
-            return remote.on(hosts, "mkdir -p /etc/systemd/system/slurmd.service.d && "
-                             'printf "[Service]\\nLimitMEMLOCK=infinity\\n" > /etc/systemd/system/slurmd.service.d/memlock.conf '
-                             "&& systemctl daemon-reload && systemctl restart slurmd")
-        return (remote.on(hosts, 'echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf')
-                + "\n# then start the job's daemons/sessions again on those nodes")
+        return fixes.memlock(hosts, slurm=self.slurm)
 
     def rules(self, env_names: Sequence[str]) -> tuple[Rule, ...]:
         return (
@@ -143,11 +139,8 @@ def ifname_covering(names: Iterable[str]) -> str:
     return "=" + ",".join(chosen) if chosen else ""
 
 
-def _ifname_fix(names: Iterable[str]) -> str:
-    value = ifname_covering(names)
-    if not value:
-        return "# set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes (see `ip -br addr`)"
-    return f"export NCCL_SOCKET_IFNAME={shell_word(value)}"
+def _ifname_fix(names: Iterable[str]) -> Fix:
+    return fixes.socket_ifname(sorted(set(names)))
 
 
 def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
@@ -203,7 +196,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
         subject = diff.key[4:] if diff.key.startswith("env.") else diff.key
         if diff.key == "gpu_slot":
             subject = job.host_of.get(diff.outliers[0], "?")
-        findings.append(Finding(found.status, found.summary, subject, found.explanation, found.fix, found.evidence))
+        findings.append(Finding(found.status, found.summary, subject, found.explanation, found.fix, found.evidence,
+                                remedy=found.remedy))
 
     by_node: "OrderedDict[str, list[dict]]" = OrderedDict()
     for fp in job.fps:
@@ -212,7 +206,8 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
              for node, members in by_node.items()}
     for diff in engine.compare(nodes, NODE_RULES):
         found = engine.to_finding(diff, noun="node")
-        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence))
+        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence,
+                                remedy=found.remedy))
 
     findings.extend(_gpu_visibility(job.fps, by_node))
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 from distdoctor.api import fail, ok, warn
 from distdoctor.model import Finding
 from distdoctor.text import rank_ranges
@@ -203,12 +203,7 @@ def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str]
             found = sources.setdefault(hosts[dst], [])
             if address not in found:
                 found.append(address)
-    lines = []
-    for host, addrs in sorted(sources.items()):
-        family = "ip6" if any(":" in a for a in addrs) else "ip"
-        match = addrs[0] if len(addrs) == 1 else "{ " + ", ".join(addrs) + " }"
-        lines.append(remote.on([host], f"nft insert rule inet filter input {family} saddr {match} accept"))
-    return "\n".join(lines)
+    return "\n".join(remote.render(fixes.firewall_allow_from(host, addrs)) for host, addrs in sorted(sources.items()))
 
 
 def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: str = "host") -> list[Finding]:

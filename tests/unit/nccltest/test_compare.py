@@ -52,7 +52,9 @@ def test_memlock_difference_fix_targets_the_short_nodes_slurmd_and_asks_for_unli
     fps = job(r0={"slurm": slurm}, r1={"slurm": slurm}, r2={"slurm": slurm, "memlock_kib": 8192},
               r3={"slurm": slurm, "memlock_kib": 8192})
     (mem,) = [f for f in compare(fps) if f.subject == "memlock_kib"]
-    assert mem.fix.startswith("ssh n2 'mkdir -p ") and "LimitMEMLOCK=infinity" in mem.fix
+    (record,) = mem.remedy
+    assert record.nodes == ("n2",) and any("LimitMEMLOCK=infinity" in c for c in record.commands)
+    assert mem.fix.startswith("ssh n2 'mkdir -p ")
     plain = [f for f in compare(job(r3={"memlock_kib": 8192})) if f.subject == "memlock_kib"][0]
     assert "memlock unlimited" in plain.fix and plain.fix.startswith("ssh n2 'echo ")
 

@@ -58,13 +58,15 @@ REASON = health.reason_for(BAD)
     (NodeState("n1", "IDLE+DRAIN", REASON), BAD, "none", "stays drained"),
     (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), BAD, "drain", "draining n1"),
     (NodeState("n1", "IDLE+DRAIN", "maint"), BAD, "none", "already drained by someone else (maint)"),
-    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), [], "resume", "resuming n1"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: node.expectations: old"), [], "resume", "resuming n1"),
+    (NodeState("n1", "IDLE+DRAIN", "distdoctor: host.shm-size: old"), [], "none", "host.shm-size, which drained it, did not run"),
     (NodeState("n1", "MIXED+DRAIN", "maint"), [], "none", "not distdoctor's (maint)"),
     (NodeState("n1", "IDLE"), [], "none", "n1 passes"),
-    (None, [], "none", "n1 passes"),
+    (None, [], "none", "could not be read, so nothing is resumed"),
 ])
 def test_decide(state, bad, kind, words):
-    action = health.decide("n1", state, bad)
+    runs = bad or [run("node.expectations", Status.OK, "fine")]
+    action = health.decide("n1", state, bad, runs=runs)
     assert action.kind == kind and words in action.why
     if kind == "drain":
         assert action.argv == ("scontrol", "update", "nodename=n1", "state=drain", f"reason={REASON}")
@@ -124,7 +126,8 @@ def test_breaker_counts_only_distdoctor_drains_in_the_nodes_partitions():
     ours = NodeState("node1", "IDLE+DRAIN", "distdoctor: host.shm-size: old")
     assert health.decide("node1", ours, BAD, breaker, 0.10).kind == "drain"
     # and the breaker never stops a resume
-    assert health.decide("node1", ours, [], breaker, 0.10).kind == "resume"
+    passed = [run("host.shm-size", Status.OK, "fine")]
+    assert health.decide("node1", ours, [], breaker, 0.10, runs=passed).kind == "resume"
 
 
 def test_breaker_unreadable_refuses_to_drain():

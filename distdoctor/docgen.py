@@ -88,5 +88,10 @@ if __name__ == "__main__":
         from distdoctor.logs import signatures
 
         sys.stdout.write(signatures.markdown())
+    elif sys.argv[1:]:
+        # Never the reference under another name: `docgen manifest > checks/manifest.json`, from
+        # before the manifest went, would have written markdown into a JSON file.
+        gone = " (the check manifest is gone: nothing to regenerate)" if sys.argv[1:] == ["manifest"] else ""
+        sys.exit(f"python -m distdoctor.docgen [inventory|signatures]: unknown {' '.join(sys.argv[1:])!r}{gone}")
     else:
         sys.stdout.write(reference())

@@ -40,6 +40,12 @@ _NCCL_ENV = re.compile(r"NCCL INFO (?P<k>NCCL_\w+) set by environment to (?P<v>\
 _OMPI_PARSABLE = re.compile(r"^(?:mca|ompi|opal|orte|pmix|options|path|compiler|config|package|version):[\w.-]*:\S")
 _OMPI_HUMAN = re.compile(r"^\s*(?:Package: Open MPI|Open MPI: \d|MPI extensions: |MCA [\w ]+: (?:informational|parameter) \")")
 _SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
+# nvidia-smi -q (its banner, or its first GPU section) and -q -x
+_SMI_Q = re.compile(r"^(?:=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
+_SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
+# kernel-log lines the hardware checks judge, wherever they are in the input
+_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: ")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
@@ -61,11 +67,18 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
     lines = [_clean(raw) for raw in text.split("\n")]
     sections: list[Section] = []
     env: dict[str, str] = {}
+    kernel: list[str] = []
+    kernel_at = 0
     i = 0
     n = len(lines)
     while i < n:
         line = lines[i]
         stripped = line.strip()
+        if _KERNEL.search(line):
+            kernel_at = kernel_at or i + 1
+            kernel.append(line)
+        elif kernel and "NVRM:" in line and len(kernel) < 4096:
+            kernel.append(line)  # the continuation lines of a three-line "fallen off the bus"
         if (m := _ENV.match(line)) and "NCCL INFO" not in line:
             env.setdefault(m.group("k"), m.group("v").strip("'\""))
         elif (m := _NCCL_ENV.search(line)):
@@ -89,6 +102,10 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "collect_env", _collect_env_end(lines, i)
         elif _SMI.search(line):
             kind, end = "smi", _smi_end(lines, i)
+        elif _SMI_Q.match(body):
+            kind, end = "smi_q", _smi_q_end(lines, i)
+        elif _SMI_X.match(body):
+            kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
         elif _OMPI_HUMAN.match(body):
@@ -100,7 +117,20 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             i = max(end, i + 1)
             continue
         i += 1
+    if kernel:
+        sections.append(Section("kernel", source, kernel_at, "\n".join(kernel) + "\n"))
     return sections, env
+
+
+def _smi_q_end(lines: list[str], start: int) -> int:
+    """nvidia-smi -q: its header lines, GPU sections and everything indented under them."""
+    i = start + 1
+    while i < len(lines) and i - start < 50000:
+        s = lines[i]
+        if s.strip() and not s[:1].isspace() and not _SMI_Q_HEAD.match(s):
+            break
+        i += 1
+    return i
 
 
 def _block(lines: list[str], start: int, is_header, allow_blank: bool = False) -> int:
@@ -270,7 +300,26 @@ CHECKS_FOR = {
     "interfaces": ("net.nccl-socket-interface", "net.gloo-socket-interface"),
     "topo": ("gpu.p2p-topology", "gpu.nic-affinity"),
     "ib": ("net.infiniband",),
+    # gpu.throttle is left out: a paste is one reading, and one reading is not a throttled GPU.
+    "smi_q": ("gpu.memory-errors", "gpu.pcie-link", "gpu.mig-consistency", "gpu.fabric"),
+    "kernel": ("gpu.xid", "gpu.pcie-link"),
 }
+# A pasted log has no "now": every event in it counts.
+PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9}}
+
+
+def _nvml_from_query(report) -> dict:
+    """A pasted nvidia-smi -q as the NVML snapshot the GPU facts read (host/nvml_health.py's fields)."""
+    from dataclasses import asdict
+
+    gpus = []
+    for g in report.gpus:
+        fields = asdict(g)
+        gpus.append({"index": g.index, "name": g.name, "uuid": g.uuid, "bus_id": g.bus_id,
+                     "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
+                     "ecc_uncorrected": g.ecc_volatile_uncorrectable, "health": fields})
+    return {"status": "ok", "driver_version": report.driver_version, "cuda_version": None, "gpus": gpus,
+            "source": f"pasted nvidia-smi -q{' -x' if report.form == 'xml' else ''}"}
 
 
 def _parse(section: Section):
@@ -298,6 +347,12 @@ def _parse(section: Section):
         from distdoctor.parsers.ompi_info import parse_ompi_info
 
         return parse_ompi_info(section.text)
+    if section.kind == "smi_q":
+        from distdoctor.parsers.nvidia_smi_query import parse_query
+
+        return parse_query(section.text)
+    if section.kind == "kernel":
+        return section.text
     return None
 
 
@@ -349,7 +404,14 @@ def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
     # the GPUs any section shows tell whether a CUDA-aware MPI matters
     smi = None
     gpus = 0
+    query = None
+    kernel = next((sec.text for sec in sections if sec.kind == "kernel"), None)
     for section in sections:
+        if section.kind == "smi_q" and query is None:
+            try:
+                query = _parse(section)
+            except ParseError:
+                pass
         if section.kind in ("smi", "topo", "collect_env"):
             try:
                 parsed = _parse(section)
@@ -360,7 +422,7 @@ def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
             gpus = max(gpus, len(parsed.gpus))
     out: list[CheckRun] = []
     for section in sections:
-        out.extend(_judge(section, env, smi, gpus))
+        out.extend(_judge(section, env, smi, gpus, query, kernel))
     return out
 
 
@@ -369,7 +431,7 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
                     (Finding(status, message, subject=source, evidence=evidence or {}),), 0.0, "log")
 
 
-def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> list[CheckRun]:
+def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
     try:
         parsed = _parse(section)
@@ -391,8 +453,19 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> li
     elif section.kind == "topo":
         data["commands"] = {("nvidia-smi", "topo", "-m"): section.text}
         data["nvml"] = {"status": "ok", "driver_version": "", "cuda_version": None}
+    elif section.kind == "smi_q":
+        data["nvml"] = _nvml_from_query(parsed)
+        if kernel is not None:  # the pasted kernel lines' AER errors are judged with the GPUs' links
+            data["files"] = {"/dev/kmsg": kernel}
+    elif section.kind == "kernel":
+        # the GPUs of a pasted nvidia-smi -q name the Xids' PCI addresses
+        data["nvml"] = _nvml_from_query(query) if query is not None else {"status": "ok", "driver_version": "",
+                                                                             "cuda_version": None, "gpus": []}
+        data["files"] = {"/dev/kmsg": parsed}
     host = FakeHost(**data)
     ids = CHECKS_FOR[section.kind]
+    if section.kind == "kernel" and query is not None:
+        ids = tuple(i for i in ids if i != "gpu.pcie-link")  # judged once, with the pasted nvidia-smi -q
     if "GLOO_SOCKET_IFNAME" not in env:
         # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
         ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
@@ -409,7 +482,8 @@ def _run_checks(ids, host) -> list[CheckRun]:
 
     infos = [c for c in builtin.CHECKS if c.id in ids]
     facts = Facts(host)
-    return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+    return run_checks(infos, lambda info: Context(facts, {**info.params, **PASTE_PARAMS.get(info.id, {})}),
+                      jobs=1, total_timeout=20)
 
 
 def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:

@@ -8,6 +8,7 @@ the whole collection under `budget`; a rank not done by then is reported as such
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -39,19 +40,19 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
-             budget: float = 8.0, node_name: str | None = None) -> dict[str, Any]:
+             budget: float = 8.0, node_name: str | None = None,
+             query_ras: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     found = discovery.discover(host, pids=pids, job=job, node_name=node_name)
     permission = ptrace.check(host, [r.pid for r in found.ranks])
     pyspy = stacks.find_pyspy(host)
     dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))
-    pending = {}
+    pending: dict[int, bounded.Pending[dict]] = {}
     t0 = time.monotonic()
     for rank in found.ranks:
         before = procstate.read_stat(host, rank.pid)
-        pending[rank.pid] = bounded.start(
-            lambda rank=rank, before=before: _read_rank(host, rank, pyspy, native, dump_timeout, before, t0),
-            name=f"hang pid {rank.pid}")
+        pending[rank.pid] = bounded.start(functools.partial(_read_rank, host, rank, pyspy, native, dump_timeout,
+                                                            before, t0), name=f"hang pid {rank.pid}")
     deadline = started + budget
     ranks = []
     for rank in found.ranks:
@@ -76,5 +77,12 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
         from distdoctor.hang import flightrec
 
         doc["flight_recorder"] = flightrec.collect(host, found.ranks)
+        # RAS answers for the whole job: under --job only the step's first node asks it
+        if query_ras and host.env.get("SLURM_NODEID", "0") == "0":
+            from distdoctor.hang import ras
+
+            nccl = ras.collect(host, found.ranks, host.env, budget=max(0.0, started + budget - time.monotonic()))
+            if nccl is not None:
+                doc["ras"] = nccl
     doc["duration"] = round(time.monotonic() - started, 3)
     return doc

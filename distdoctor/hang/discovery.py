@@ -144,11 +144,15 @@ class _Candidate:
 
 
 def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | None, str]:
-    """(the candidate, "") or (None, why not: "gone", "denied", "not a rank")."""
+    """(the candidate, "") or (None, why not: "gone", "denied", "not a rank"). A process named
+    by pid whose environment this user may not read is still read (its stat and command line
+    are world-readable), so that the stack dump says why it cannot be read."""
     try:
         raw = host.read_bytes(f"/proc/{pid}/environ", ENVIRON_MAX)
     except PermissionError:
-        return None, "denied"
+        if require_rank:
+            return None, "denied"
+        raw = b""
     except OSError:
         return None, "gone"
     if raw is None:
@@ -168,7 +172,7 @@ def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | No
 
 
 def _ancestors(host, pid: int, stats: dict[int, procstate.Stat | None], limit: int = 64) -> list[int]:
-    chain = []
+    chain: list[int] = []
     while pid > 1 and len(chain) < limit:
         if pid not in stats:
             stats[pid] = procstate.read_stat(host, pid)

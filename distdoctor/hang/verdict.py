@@ -123,17 +123,19 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
         if not kind:
             continue
         status, what = _STACK_PROBLEMS.get(kind, (Status.WARN, "gave no stack"))
-        fix = ""
+        fix, explanation = "", r.stack.detail
         if kind == "missing":
             fix = _on(here, r.process.host, "python3 -m pip install py-spy")
         elif kind == "denied":
             snap = next((s for s in snapshots if s.get("node") == r.node), {})
-            fix = "" if ptrace_shown else str((snap.get("ptrace") or {}).get("fix") or "")
+            pt = snap.get("ptrace") or {}
+            explanation = f"{pt.get('why')}. py-spy: {r.stack.detail}" if pt.get("why") else r.stack.detail
+            fix = "" if ptrace_shown else str(pt.get("fix") or "")
             ptrace_shown = True
         elif kind in ("timeout", "failed", "garbled"):
             fix = _on(here, r.process.host, f"timeout 30 {pyspy_line('py-spy', r.process.pid, native=False)}")
         findings.append(Finding(status, f"{r.process.where()} {what}", subject=f"rank {r.process.rank}",
-                                explanation=r.stack.detail, fix=fix,
+                                explanation=explanation, fix=fix,
                                 evidence={"pid": r.process.pid, "error": kind, "detail": r.stack.detail}))
     for snap in snapshots:
         pt = snap.get("ptrace") or {}
@@ -245,11 +247,11 @@ def fr_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> CheckRun 
 
     title = "Flight Recorder: the collectives every rank entered"
     reads = []  # (rank, its dump record)
-    for snap in snapshots:
-        fr = snap.get("flight_recorder") or {}
-        for r in ranks:
-            if r.node == snap.get("node") and str(r.process.pid) in fr:
-                reads.append((r, fr[str(r.process.pid)]))
+    by_node = {snap.get("node"): snap.get("flight_recorder") or {} for snap in snapshots}
+    for r in ranks:
+        fr = by_node.get(r.node) or {}
+        if str(r.process.pid) in fr:
+            reads.append((r, fr[str(r.process.pid)]))
     if not reads:
         return None
     findings = []
@@ -331,10 +333,9 @@ def nodes_run(missing: Sequence[tuple[str, str, str]]) -> CheckRun | None:
 def runs(snapshots: Sequence[dict], here: str, job_mode: bool = False,
          missing: Sequence[tuple[str, str, str]] = ()) -> list[CheckRun]:
     ranks = ranks_of(snapshots)
-    for snap in snapshots:  # which py-spy the fix names: the one that ran on that node
-        for r in ranks:
-            if r.node == snap.get("node"):
-                r.state.setdefault("pyspy", snap.get("pyspy") or "py-spy")
+    pyspy = {snap.get("node"): snap.get("pyspy") or "py-spy" for snap in snapshots}
+    for r in ranks:  # which py-spy the fix names: the one that ran on that node
+        r.state.setdefault("pyspy", pyspy.get(r.node, "py-spy"))
     out = [found_run(snapshots, ranks, job_mode)]
     node_run = nodes_run(missing)
     if node_run:
@@ -344,4 +345,9 @@ def runs(snapshots: Sequence[dict], here: str, job_mode: bool = False,
         fr = fr_run(snapshots, ranks, here)
         if fr is not None:
             out.append(fr)
+        from distdoctor.hang.rasreport import ras_run
+
+        nccl = ras_run(snapshots)
+        if nccl is not None:
+            out.append(nccl)
     return out

@@ -24,6 +24,7 @@ from distdoctor.commands.common import (
     write_output,
 )
 from distdoctor.model import EXIT_CODES_HELP, EXIT_ERROR, EXIT_OK, EXIT_OUTPUT, CheckRun, Report, Status, exit_code
+from distdoctor.remote import Fix
 from distdoctor.text import plural
 
 EPILOG = EXIT_CODES_HELP
@@ -272,13 +273,13 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
             own_network = ""
     for node in absent:
         why = job_problem or f"no report within the job's bound ({args.timeout or 60:g} s + 10 s)"
-        fix = remote.on([node], "python3 -m distdoctor check --each-task", srun=True)
+        fix: str | Fix = Fix(("python3 -m distdoctor check --each-task",), [node], srun=True)
         if own_network and remote.plain(own_network) and not job_problem:
             # The node's own output says why (it prints its report when it cannot hand it over);
             # when that is 'timed out', this node (rank 0) drops what the others send.
-            fix += (f"\n# if {node}'s output says its report timed out reaching rank 0: this node drops inbound "
-                    "connections; let the cluster network in:\n"
-                    + remote.render(fixes.firewall_allow_from(job.node, [own_network])))
+            fix = (remote.render(fix) + f"\n# if {node}'s output says its report timed out reaching rank 0: this node "
+                   "drops inbound connections; let the cluster network in:\n"
+                   + remote.render(fixes.firewall_allow_from(job.node, [own_network])))
         missing.append(nodes.Missing(node, f"{node}: {why}", fix))
     if not job.expected and len(reports) < job.nodes:
         short = job.nodes - len(reports)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distdoctor import fixes, remote
-from distdoctor.api import fail, ok, warn
+from distdoctor.api import Fix, fail, ok, warn
 from distdoctor.model import Finding
 from distdoctor.text import rank_ranges
 
@@ -203,7 +203,13 @@ def human_bytes(n: int) -> str:
 
 def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
                  addresses: Mapping[int, str]) -> str:
-    """One nft line per listening host whose connections fail: the rule goes on that node, and
+    """firewall_fixes, printed."""
+    return remote.render_all(firewall_fixes(pairs, hosts, addresses))
+
+
+def firewall_fixes(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
+                   addresses: Mapping[int, str]) -> list[Fix]:
+    """One nft rule per listening host whose connections fail: the rule goes on that node, and
     is inserted at the top of its input chain (`nft add rule` would append it after the drop
     rule that causes the failure, and change nothing)."""
     sources: dict[str, list[str]] = {}
@@ -213,7 +219,7 @@ def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str]
             found = sources.setdefault(hosts[dst], [])
             if address not in found:
                 found.append(address)
-    return "\n".join(remote.render(fixes.firewall_allow_from(host, addrs)) for host, addrs in sorted(sources.items()))
+    return [fixes.firewall_allow_from(host, addrs) for host, addrs in sorted(sources.items())]
 
 
 def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: str = "host") -> list[Finding]:
@@ -233,10 +239,11 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
             "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them, "
             "'no route' that nobody answers for the address (ARP gets no reply)",
-            fix="# on each listening node, let its peers in ahead of the drop rule (or open the cloud security group):\n"
-                + (firewall_fix(verdict.blocked, dict(enumerate(hmap.hosts)), dict(enumerate(hmap.addresses)))
-                   or "nft list ruleset   # on the nodes that drop the connections")
-                + "\n# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE",
+            fix=[Fix(comment="on each listening node, let its peers in ahead of the drop rule (or open the cloud "
+                             "security group):"),
+                 *(firewall_fixes(verdict.blocked, dict(enumerate(hmap.hosts)), dict(enumerate(hmap.addresses)))
+                   or ["nft list ruleset   # on the nodes that drop the connections"]),
+                 Fix(comment="or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE")],
             evidence={"blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked]}))
     measured_pairs: set[frozenset[int]] = set()
     for s, d, moved in verdict.stalled:
@@ -252,10 +259,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             f"after {human_bytes(moved)} left the sender", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="the connection and its handshake worked, so the path is open; full-size packets are lost. "
             "Likely causes: " + "; ".join(_STALL_CAUSES),
-            fix="# compare the MTU of the interfaces at both ends:\n"
-                + remote.on([hmap.hosts[s], hmap.hosts[d]], "ip link show")
-                + f"\n# from {hmap.hosts[s]}, 1500-byte frames to {hmap.hosts[d]} without fragmenting:\n"
-                + _from(hmap, s, d, "ping -c 3 -M do -s 1472 {}"),
+            fix=[Fix(comment="compare the MTU of the interfaces at both ends:"),
+                 Fix(("ip link show",), [hmap.hosts[s], hmap.hosts[d]]),
+                 Fix(comment=f"from {hmap.hosts[s]}, 1500-byte frames to {hmap.hosts[d]} without fragmenting:"),
+                 _from(hmap, s, d, "ping -c 3 -M do -s 1472 {}")],
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved}))
     for h, directions, median in verdict.slow_hosts:
         rate = min(directions.values())
@@ -267,9 +274,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             explanation="every rank on this host waits on its network: a collective runs at the pace of its "
             "slowest link. Likely causes: a link negotiated at a lower speed, a rate limit or traffic shaping "
             "on the interface, a congested or faulty port",
-            fix=f"# the speed and duplex each interface of {hmap.hosts[h]} negotiated, and any rate limit on it:\n"
-                + remote.on([hmap.hosts[h]], "grep -H . /sys/class/net/*/speed /sys/class/net/*/duplex") + "\n"
-                + remote.on([hmap.hosts[h]], "tc qdisc show"),
+            fix=[Fix(comment=f"the speed and duplex each interface of {hmap.hosts[h]} negotiated, and any rate "
+                             "limit on it:"),
+                 Fix(("grep -H . /sys/class/net/*/speed /sys/class/net/*/duplex",), [hmap.hosts[h]]),
+                 Fix(("tc qdisc show",), [hmap.hosts[h]])],
             evidence={"host": hmap.hosts[h], "rates_gbs": directions, "median_gbs": median,
                       "ranks": hmap.ranks[h]}))
     for s, d, rate, median in verdict.slow_links:
@@ -279,7 +287,8 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="both hosts are fast with their other partners: the path between them is the problem "
             "(a switch port, a cable, a route through a slower network)",
-            fix=f"# the path from {hmap.hosts[s]} to {hmap.hosts[d]} and its MTU:\n" + _from(hmap, s, d, "tracepath {}"),
+            fix=[Fix(comment=f"the path from {hmap.hosts[s]} to {hmap.hosts[d]} and its MTU:"),
+                 _from(hmap, s, d, "tracepath {}")],
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "rate_gbs": rate, "median_gbs": median}))
     if verdict.silent:
         names = ", ".join(hmap.label(h) for h in verdict.silent)
@@ -307,19 +316,19 @@ def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Ma
             for i in (s, d)]
     known = ", ".join(f"{iface or '?'} mtu {mtu or '?'} on {hmap.hosts[i]}" for i, iface, mtu in ends)
     wrong = [(i, iface, mtu) for i, iface, mtu in ends if mtu > passes]
-    lines = []
+    records: list[Fix] = []
     for i, iface, mtu in wrong:
         if remote.plain(iface) and iface:
-            lines.append(remote.render(fixes.mtu(iface, passes, [hmap.hosts[i]])))
+            records.append(fixes.mtu(iface, passes, [hmap.hosts[i]]))
         else:
-            lines.append(remote.comment(f"on {hmap.hosts[i]}: set the MTU of its cluster interface to {passes}"))
-    if not lines:
-        lines.append(_from(hmap, s, d, "tracepath -n {}") + "\n"
-                     + remote.comment(f"both ends send at most {passes}: a hop between them drops what they send"))
+            records.append(Fix((), (hmap.hosts[i],), f"set the MTU of its cluster interface to {passes}"))
+    if not records:
+        records += [_from(hmap, s, d, "tracepath -n {}"),
+                    Fix(comment=f"both ends send at most {passes}: a hop between them drops what they send")]
     highest = max((m for _i, _f, m in ends), default=0)
     bigger = highest if highest > passes else min(fails) if fails else 0
-    lines.append(remote.comment(f"or raise every switch port and hop between {hmap.hosts[s]} and {hmap.hosts[d]} to "
-                                f"{bigger}, if they are meant to carry jumbo frames"))
+    records.append(Fix(comment=f"or raise every switch port and hop between {hmap.hosts[s]} and {hmap.hosts[d]} "
+                               f"to {bigger}, if they are meant to carry jumbo frames"))
     return fail(
         f"{hmap.label(s)} -> {hmap.label(d)}: the path carries packets of {passes} bytes"
         + (f", not {bigger}" if bigger else "") + f" ({known}): a {human_bytes(nbytes)} transfer stalled after "
@@ -328,15 +337,15 @@ def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Ma
         "or bridge with a smaller MTU sends no 'fragmentation needed'), so TCP stalls after its handshake: "
         "the rendezvous works and the first large collective hangs. Measured with don't-fragment datagrams "
         "between the two hosts' probes; the ends whose MTU is above what the path carries must come down to it",
-        fix="\n".join(lines),
+        fix=records,
         evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved,
                   "path_mtu": passes, "fails": fails, "ends": {hmap.hosts[i]: {"interface": f, "mtu": m}
                                                                for i, f, m in ends}})
 
 
-def _from(hmap: HostMap, s: int, d: int, command: str) -> str:
+def _from(hmap: HostMap, s: int, d: int, command: str) -> Fix:
     """command run on host s, aimed at host d's address (or its name)."""
-    return remote.toward(hmap.hosts[s], command, hmap.addresses[d] or hmap.hosts[d])
+    return remote.toward_fix(hmap.hosts[s], command, hmap.addresses[d] or hmap.hosts[d])
 
 
 def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]], nbytes: int = 0) -> dict[str, Any]:

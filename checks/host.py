@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from distdoctor import fixes
 from distdoctor.api import Context, check, fail, ok, warn
 
 GIB = 1024 ** 3
@@ -26,14 +27,13 @@ def shm_size(ctx: Context):
     if shm.total is None:
         yield fail("/dev/shm does not exist", subject="/dev/shm", evidence=evidence,
                    explanation="NCCL and torch DataLoader workers need a tmpfs at /dev/shm.",
-                   fix="mount -t tmpfs -o size=8g tmpfs /dev/shm   # or run the container with --ipc=host")
+                   fix=fixes.shm_missing(here=ctx.host.hostname()))
     elif shm.total < minimum:
         yield warn(f"/dev/shm is only {_size(shm.total)} (want at least {_size(minimum)})", subject="/dev/shm",
                    evidence=evidence,
                    explanation="NCCL's shared-memory transport fails with 'No space left on device' when "
                                "/dev/shm is small; Docker's default is 64 MB.",
-                   fix="docker run --shm-size=16g ...   # or --ipc=host; on Kubernetes mount an emptyDir "
-                       "with medium: Memory at /dev/shm")
+                   fix=fixes.shm_size(fixes.SHM_SUGGESTED, here=ctx.host.hostname()))
     else:
         yield ok(f"/dev/shm is {_size(shm.total)} ({_size(shm.free or 0)} free)", subject="/dev/shm",
                  evidence=evidence)
@@ -51,16 +51,8 @@ def memlock_limit(ctx: Context):
     if limit.soft < 0:
         yield ok("locked memory is unlimited", evidence=evidence)
         return
-    node = ctx.host.hostname()
-    if ctx.run_context.kind.startswith("slurm"):
-        # Slurm tasks inherit slurmd's own limit (limits.conf does not apply to the daemon).
-        fix = (f"# as root on {node}: slurmd's tasks inherit its limit; give the daemon an unlimited one\n"
-               "mkdir -p /etc/systemd/system/slurmd.service.d && "
-               "printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/slurmd.service.d/memlock.conf "
-               "&& systemctl daemon-reload && systemctl restart slurmd")
-    else:
-        fix = (f"# as root on {node} (new logins get it; in Docker use --ulimit memlock=-1 instead)\n"
-               "echo '* - memlock unlimited' > /etc/security/limits.d/90-memlock.conf")
+    # Slurm tasks inherit slurmd's own limit (limits.conf does not apply to the daemon).
+    fix = fixes.memlock(slurm=ctx.run_context.kind.startswith("slurm"), here=ctx.host.hostname())
     if limit.hard >= 0 and limit.hard == limit.soft:
         raise_hint = " The hard limit is the same, so this process cannot raise it."
     else:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from distdoctor.api import Context, Finding, check, fail, ok, skip, warn
+from distdoctor import fixes
+from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
 from distdoctor.facts.net import InterfaceTable, Peer
 from distdoctor.netif import PHYSICAL_KINDS, Interface
-from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word,
-                                   suggest_ifname)
+from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word)
 
 # ---------------------------------------------------------------------------------------------
 # Judging an interface
@@ -133,12 +133,12 @@ class Network:
 
         return min(usable, key=rank, default=None)
 
-    def fix(self, node: str = "") -> str:
+    def fix(self, node: str = "") -> str | Fix:
         if self.natted():
             return self.host_networking_fix(node)
         best = self.suggest()
         if best:
-            return f"export NCCL_SOCKET_IFNAME={shell_word(suggest_ifname([best.name]))} GLOO_SOCKET_IFNAME={best.name}"
+            return fixes.socket_ifname([best.name], gloo=best.name)
         on = f" on {node}" if node else ""
         return (f"# no interface{on} is known to reach the other nodes: bring up a physical or IPoIB interface "
                 "with an address (ip link set IF up), or run the container with --network=host")
@@ -276,7 +276,7 @@ def nccl_socket_interface(ctx: Context):
                      evidence={**evidence, "interfaces": _records(table)})
 
 
-def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix: str, source: str):
+def _no_interface(choice: NcclChoice, table: InterfaceTable, evidence: dict, fix: str | Fix, source: str):
     if choice.sockets:  # interfaces exist, but the bootstrap follows NCCL_COMM_ID and finds none
         yield fail(f"NCCL will fail at init: {choice.error}", subject="NCCL_COMM_ID",
                    evidence={**evidence, "table": _interface_table(table)},
@@ -334,7 +334,7 @@ def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
                    subject="NCCL_SOCKET_IFNAME", evidence=evidence,
                    explanation="Names are prefixes unless the value starts with '=': 'eth1' also takes eth10 "
                                "and eth11, and NCCL spreads traffic over every match.",
-                   fix=f"export NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(meant))}")
+                   fix=fixes.socket_ifname(meant))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ def gloo_socket_interface(ctx: Context):
     network = Network.of(ctx)
     best = network.suggest()
     value = ctx.env.get("GLOO_SOCKET_IFNAME")
-    fix = f"export GLOO_SOCKET_IFNAME={best.name}" if best and not network.natted() else network.fix(ctx.facts.hostname)
+    fix = fixes.gloo_ifname(best.name) if best and not network.natted() else network.fix(ctx.facts.hostname)
     if value is not None:
         names = [n for n in value.split(",")]
         if not value.strip() or any(n == "" for n in names):
@@ -597,9 +597,8 @@ def link_speed_mtu(ctx: Context):
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
                    explanation="Every hop of a path must agree on the MTU; compare with the other nodes.",
-                   fix="\n".join(f"ip link set {n} mtu {max(mtus.values())}" for n, m in mtus.items()
-                                  if m != max(mtus.values()))
-                       + "   # the same MTU on every node and switch port")
+                   fix=fixes.mtus([(n, max(mtus.values())) for n, m in mtus.items() if m != max(mtus.values())],
+                                  here=ctx.facts.hostname))
     if not slow and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},

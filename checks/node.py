@@ -7,23 +7,24 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from distdoctor import inventory
+from distdoctor import fixes, inventory
 from distdoctor.api import Context, check, fail, ok, skip, warn
 
 # Fixes for facts whose remedy is known; {node} is this node. Other facts get the generic
 # "make it X on node" comment: a version pin is a site decision distdoctor cannot guess.
 FIXES: dict[str, str] = {
-    "limits.memlock": ("mkdir -p /etc/systemd/system/slurmd.service.d && printf '[Service]\\nLimitMEMLOCK=infinity\\n' "
-                       "> /etc/systemd/system/slurmd.service.d/memlock.conf && systemctl daemon-reload && "
-                       "systemctl restart slurmd   # on {node}; outside Slurm: '* - memlock unlimited' in "
-                       "/etc/security/limits.d/"),
-    "shm.size": "mount -o remount,size={reference} /dev/shm   # on {node}; in a container: --shm-size or --ipc=host",
     "gpu.count": "nvidia-smi -L   # on {node}: a GPU missing from the list fell off the bus; drain the node and "
                  "reseat or replace it (nvidia-smi -q | grep -i -A3 'retired\\|xid')",
     "gpu.driver": "# on {node}: install NVIDIA driver {reference} (the same package as the other nodes), then reboot",
     "nccl.version": "pip install 'nvidia-nccl-cu12{pip_spec}'   # on {node}, in the job's environment",
     "torch.version": "pip install 'torch{pip_spec}'   # on {node}, in the job's environment",
     "kernel": "# on {node}: boot kernel {reference} (the same as the other nodes)",
+}
+# Facts whose fix is a named remedy (distdoctor/fixes.py), for this node and the expected value.
+# A node judged by its expectations is a Slurm node (health runs there): slurmd's limit.
+REMEDIES = {
+    "limits.memlock": lambda node, reference: fixes.memlock(slurm=True, here=node),
+    "shm.size": lambda node, reference: fixes.shm_size(reference, here=node),
 }
 
 
@@ -50,8 +51,10 @@ def _finding(compare, diff, facts, node, sources, incomplete):
     finding = compare.to_finding(diff, noun="node")
     value = facts.get(key, compare.ABSENT)
     template = FIXES.get(key)
-    fix = template.format(node=node, reference=_bare(diff.reference),
-                          pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+    fix: object = template.format(node=node, reference=_bare(diff.reference),
+                                  pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+    if key in REMEDIES:
+        fix = REMEDIES[key](node, _bare(diff.reference))
     absent = key not in facts
     why = (f"this node's inventory has no {key}" + (" (its collection did not finish: "
            f"{', '.join(incomplete)})" if incomplete else "")) if absent else ""
@@ -103,7 +106,7 @@ def expectations(ctx: Context):
             continue
         # One cause, one finding: a missing or different torch is torch.version, torch.build,
         # pip.torch ... all at once; the first fact with a known fix leads.
-        lead = next((f for d, f in zip(members, findings) if d.key in FIXES), findings[0])
+        lead = next((f for d, f in zip(members, findings) if d.key in FIXES or d.key in REMEDIES), findings[0])
         absent = [d.key for d in members if d.key not in facts]
         what = (f"{name}: {len(absent)} expected facts absent" if len(absent) == len(members)
                 else f"{name}: {len(members)} expected facts differ")
@@ -111,7 +114,7 @@ def expectations(ctx: Context):
                    subject=name, evidence={"facts": {f.subject: f.evidence for f in findings}},
                    explanation=lead.explanation + " The other facts of the same family: "
                                + ", ".join(f.summary for f in findings if f is not lead) + ".",
-                   fix=lead.fix)
+                   fix=lead.remedy or lead.fix)
     matched = [k for k in wanted if k not in failed]
     if matched and not failed:
         yield ok(f"all {len(matched)} expected facts match", evidence={k: facts.get(k) for k in matched})

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
-from distdoctor.api import Context, Finding, check, fail, ok, skip, warn
+from distdoctor import fixes
+from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
 from distdoctor.facts import reach as R
 from distdoctor.model import Status
 from distdoctor.parsers import ssh as S
@@ -124,18 +125,16 @@ def _probe_title(column: str, port: int | None) -> str:
     return f"TCP port {column.split('/', 1)[1]}"
 
 
-def _firewall_fix(port: int, example: str) -> str:
-    return "\n".join([
-        f"nc -vz -w 3 {example} {port}      # from here: does it answer now?",
-        f"# on {example} (every host named), let the cluster subnet in:",
-        f"firewall-cmd --permanent --add-port={port}/tcp && firewall-cmd --reload",
-        f"# or: iptables -I INPUT -p tcp --dport {port} -s CLUSTER_SUBNET -j ACCEPT   (the subnet, e.g. 10.0.0.0/16)",
-        f"# in a cloud: allow {port}/tcp between the nodes in the security group",
-    ])
+def _firewall_fix(port: int, example: str, nodes: Sequence[str] = ()) -> list[Fix]:
+    """Test one host from here, then open the port on every host that drops it."""
+    return [Fix((f"nc -vz -w 3 {example} {port}      # from here: does it answer now?",)),
+            *fixes.firewall_open_port(nodes or [example], port)]
 
 
-def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: R.ProbeSettings) -> tuple[str, str]:
-    """(explanation, fix) for one kind of failure, with `example` (a host that has it) in the commands."""
+def _fix(column: str, kind: str, example: str, result: R.ProbeResult,
+         settings: R.ProbeSettings, nodes: Sequence[str] = ()) -> tuple[str, str | list[Fix]]:
+    """(explanation, fix) for one kind of failure, with `example` (a host that has it) in the
+    commands; nodes: every host that has it, for a fix that goes on each of them."""
     port = result.data.get("port") or (settings.ssh_port or 22)
     p_opt = f" -p {settings.ssh_port}" if settings.ssh_port else ""
     # known_hosts names a host on another port than 22 as [host]:port
@@ -157,9 +156,7 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
             return ("A node name that maps to 127.x here makes gloo, NCCL's bootstrap and MASTER_ADDR "
                     "advertise a loopback address that other nodes cannot reach (Debian puts "
                     "`127.0.1.1 <hostname>` in /etc/hosts; containers often map their name to 127.0.0.1).",
-                    f"getent hosts {example}\n"
-                    f"# in /etc/hosts, map {example} to its cluster address, not 127.x:\n"
-                    f"# <cluster-ip>  {example}")
+                    list(fixes.hostname_address(example)))
         return ("The launcher, NCCL and the rendezvous all look these names up; every node must resolve "
                 "every other node's name to an address on the cluster network.",
                 f"getent hosts {example}\n"
@@ -181,7 +178,7 @@ def _fix(column: str, kind: str, example: str, result: R.ProbeResult, settings: 
     if kind == R.TIMEOUT:
         return ("No answer at all: a firewall drops the packets, the host is down, or the address is on "
                 "a network this node cannot reach. NCCL and the rendezvous hang the same way.",
-                _firewall_fix(int(port), example))
+                _firewall_fix(int(port), example, nodes))
     if kind == R.NO_ROUTE:
         return ("This node has no route to the host's address (wrong subnet, interface down, or an ICMP "
                 "reject from a firewall).",
@@ -358,7 +355,7 @@ def hosts(ctx: Context) -> Iterator[Finding]:
         names = [rows[i].target.name for i in members]
         first = rows[members[0]].probes[column]
         status = _severity(column, kind, targets.origin)
-        explanation, fix = _fix(column, kind, names[0], first, settings)
+        explanation, fix = _fix(column, kind, names[0], first, settings, names)
         if status is Status.WARN and column in (R.SSH, R.SSH_PORT):
             explanation += (" This only matters if you launch with mpirun or horovodrun over ssh; srun "
                             "does not use ssh.")

@@ -15,11 +15,15 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
-from distdoctor.model import CheckInfo, Finding, RunContext, Status
+from distdoctor.model import CheckInfo, Finding, RunContext, Status, remedy_of
+from distdoctor.remote import Fix
 
-__all__ = ["check", "Context", "Finding", "Status", "ok", "warn", "fail", "skip", "CheckInfo", "ProbeTimeout"]
+__all__ = ["check", "Context", "Finding", "Fix", "Status", "ok", "warn", "fail", "skip", "CheckInfo", "ProbeTimeout"]
+
+# What a check may give as fix: its own text (printed as it is), a Fix record, or several.
+FixLike = Union[str, Fix, Sequence[Union[str, Fix]]]
 
 _ID = re.compile(r"^[a-z][a-z0-9]*\.[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -63,8 +67,9 @@ class Context:
 
 
 def _finding(status: Status, summary: str, subject: str = "", explanation: str = "",
-             fix: str = "", evidence: Mapping[str, Any] | None = None, action: str = "") -> Finding:
-    return Finding(status, summary, subject, explanation, fix, dict(evidence or {}), action)
+             fix: FixLike = "", evidence: Mapping[str, Any] | None = None, action: str = "") -> Finding:
+    text, records = remedy_of(fix)
+    return Finding(status, summary, subject, explanation, text, dict(evidence or {}), action, remedy=records)
 
 
 def ok(summary: str, **kw) -> Finding:
@@ -88,10 +93,11 @@ class ProbeTimeout(Exception):
     the engine reports the check TIMEOUT with this summary, explanation and fix, before the
     check's own deadline. Only the engine assigns TIMEOUT; this is how a check asks for it."""
 
-    def __init__(self, summary: str, *, subject: str = "", explanation: str = "", fix: str = "",
+    def __init__(self, summary: str, *, subject: str = "", explanation: str = "", fix: FixLike = "",
                  evidence: Mapping[str, Any] | None = None):
         super().__init__(summary)
-        self.finding = Finding(Status.TIMEOUT, summary, subject, explanation, fix, dict(evidence or {}))
+        text, records = remedy_of(fix)
+        self.finding = Finding(Status.TIMEOUT, summary, subject, explanation, text, dict(evidence or {}), remedy=records)
 
 
 CheckResult = Iterator[Finding]

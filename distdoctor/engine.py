@@ -126,10 +126,10 @@ def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | Non
         if isinstance(item, Finding):
             if item.status in (Status.ERROR, Status.TIMEOUT):
                 item = Finding(Status.WARN, item.summary, item.subject, item.explanation, item.fix, item.evidence,
-                               item.action)
+                               item.action, remedy=item.remedy)
             findings.append(Finding(item.status, _cut(str(item.summary), MAX_SUMMARY), _cut(str(item.subject), MAX_SUMMARY),
                                     str(item.explanation), str(item.fix), _cut_strings(redact(dict(item.evidence))),
-                                    item.action if is_action(item.action) else ""))
+                                    item.action if is_action(item.action) else "", remedy=item.remedy))
         else:
             findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
                                     subject=info.id,
@@ -137,7 +137,7 @@ def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | Non
     if isinstance(job.error, ProbeTimeout):
         finding = job.error.finding
         findings.append(Finding(finding.status, finding.summary, finding.subject or info.id, finding.explanation,
-                                finding.fix, redact(dict(finding.evidence))))
+                                finding.fix, redact(dict(finding.evidence)), remedy=finding.remedy))
     elif job.error is not None:
         exc = job.error
         evidence = {"exception": type(exc).__name__}

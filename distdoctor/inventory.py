@@ -17,7 +17,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from distdoctor import bounded
 from distdoctor.config import toml_value
@@ -89,8 +89,12 @@ FIELDS: tuple[Field, ...] = (
     _f("nccl.host_hash", "the host hash NCCL computes: DJB2a of hostname + boot id, or of "
        "NCCL_HOSTID; two nodes with the same hash are treated by NCCL as one", "NCCL's getHostHash, recomputed",
        agree=False),
+    _f("nccl.network", "the network NCCL chose (IB or Socket), read from an NCCL_DEBUG=INFO log",
+       "`distdoctor log` (NCCL INFO lines); `check` does not collect it", snapshot=False),
+    _f("nccl.gdr", "GPUDirect RDMA on (true) or off (false), read from an NCCL_DEBUG=INFO log",
+       "`distdoctor log` (NCCL INFO lines); `check` does not collect it", snapshot=False),
     _f("env.<NAME>", "an environment variable that steers distributed training: NCCL_*, TORCH_NCCL_*, "
-       "GLOO_SOCKET_IFNAME, TORCH_DISTRIBUTED_DEBUG, CUDA_DEVICE_ORDER, OMPI_MCA_btl_tcp_if_*, UCX_NET_DEVICES "
+       "GLOO_*, TORCH_DISTRIBUTED_*, CUDA_DEVICE_ORDER, CUDA_MODULE_LOADING, OMPI_MCA_btl/oob_tcp_if_*, UCX_* "
        "(secret-looking names redacted)", "environment", snapshot=False),
     _f("nccl.conf.<NAME>", "an NCCL setting from ~/.nccl.conf ($NCCL_CONF_FILE) or /etc/nccl.conf that the "
        "environment does not override", "NCCL config files"),
@@ -156,11 +160,20 @@ RELEVANT_PACKAGES = re.compile(
     r"mpi4py|horovod|deepspeed|accelerate|lightning|pytorch_lightning|transformers|jax|jaxlib|"
     r"cupy.*|apex|flash_attn|xformers|ray|megatron.*|distdoctor)$")
 
-# Environment variables reported as env.<NAME>: what changes how NCCL, Gloo, torch.distributed
-# and Open MPI connect. Per-rank values (RANK, CUDA_VISIBLE_DEVICES) are left out: they differ by design.
-RELEVANT_ENV = re.compile(r"^(NCCL_\w+|TORCH_NCCL_\w+|GLOO_SOCKET_IFNAME|TORCH_DISTRIBUTED_DEBUG|CUDA_DEVICE_ORDER|"
-                          r"CUDA_MODULE_LOADING|OMPI_MCA_(btl|oob)_tcp_if_(include|exclude)|UCX_NET_DEVICES)$")
+# The one list of environment variables reported as env.<NAME> and compared across the nodes
+# and ranks of a job (crosscheck/rules.py's env.*): what changes how NCCL, Gloo, torch.distributed,
+# UCX and Open MPI connect. Per-rank values (RANK, CUDA_VISIBLE_DEVICES) are left out: they
+# differ by design.
+COMPARED_ENV = re.compile(r"^(NCCL_\w+|TORCH_NCCL_\w+|GLOO_\w+|TORCH_DISTRIBUTED_\w+|CUDA_DEVICE_ORDER|"
+                          r"CUDA_MODULE_LOADING|OMPI_MCA_(btl|oob)_tcp_if_(include|exclude)|UCX_\w+)$")
 MAX_SETTINGS = 64
+
+
+def compared_env(env: Mapping[str, str]) -> dict[str, str]:
+    """{env.<NAME>: value} for the variables of COMPARED_ENV that are set, secret-looking values
+    redacted: what the inventory reports and nccl-test's fingerprint publishes."""
+    names = sorted(n for n in env if COMPARED_ENV.match(n))[:MAX_SETTINGS]
+    return {f"env.{n}": REDACTED if is_secret_name(n) and env[n] else env[n] for n in names}
 
 # Interfaces and ports beyond these counts are left out: an inventory is not a dump of every
 # veth on a container host.
@@ -386,10 +399,7 @@ def _torch(facts, host) -> Iterable[tuple[str, Any]]:
 
 
 def _environment(facts, host) -> Iterable[tuple[str, Any]]:
-    env = host.env
-    names = sorted(n for n in env if RELEVANT_ENV.match(n))[:MAX_SETTINGS]
-    for name in names:
-        yield f"env.{name}", REDACTED if is_secret_name(name) and env[name] else env[name]
+    yield from compared_env(host.env).items()
 
 
 def _cuda_available(facts, host) -> Iterable[tuple[str, Any]]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from distdoctor.remote import Fix, render_all
 
 
 class Status(str, enum.Enum):
@@ -76,8 +78,29 @@ def worst(statuses) -> Status:
     return result
 
 
+# Called with every finding that carries a fix, as it is made: the test suite lints them all
+# (tests/conftest.py). Nothing in the product watches.
+FIX_WATCHERS: list[Callable[["Finding"], None]] = []
+
+
+def remedy_of(fix: "str | Fix | Sequence[str | Fix] | None") -> tuple[str, tuple[Fix, ...]]:
+    """(text, records) for a fix given as a string (a pack's own, printed as it is), a Fix
+    record, or several of either in order."""
+    if not fix:
+        return "", ()
+    if isinstance(fix, str):
+        return fix, ()
+    parts: Iterable[str | Fix] = (fix,) if isinstance(fix, Fix) else fix
+    records = tuple(dict.fromkeys(Fix(tuple(p.splitlines())) if isinstance(p, str) else p for p in parts if p))
+    return render_all(records), records
+
+
 @dataclass(frozen=True)
 class Finding:
+    """fix is the text printed and written to JSON; remedy the records it was rendered from
+    (empty when a check gave the text itself, as a pack may: `fix="..."`). Passing a Fix, or a
+    list of Fix records and strings, as fix fills both."""
+
     status: Status
     summary: str
     subject: str = ""
@@ -87,6 +110,16 @@ class Finding:
     # What the node needs (distdoctor/hardware/actions.py: none, fix-config, restart-app,
     # app-error, reset-gpu, reboot, replace-hardware); "" where a finding names no such thing.
     action: str = ""
+    remedy: tuple[Fix, ...] = field(default=(), kw_only=True)  # by name only, never taken for action
+
+    def __post_init__(self):
+        if not isinstance(self.fix, str) or (self.remedy and not self.fix):
+            text, records = remedy_of(self.fix or self.remedy)  # type: ignore[arg-type]
+            object.__setattr__(self, "fix", text)
+            object.__setattr__(self, "remedy", records)
+        if self.fix:
+            for watch in FIX_WATCHERS:
+                watch(self)
 
     def to_dict(self) -> dict:
         out = {
@@ -99,6 +132,8 @@ class Finding:
         }
         if self.action:
             out["action"] = self.action
+        if self.remedy:
+            out["remedy"] = [r.to_dict() for r in self.remedy]
         return out
 
 

@@ -1,6 +1,7 @@
-"""How a printed fix reaches the nodes it is for: `ssh NODE CMD` for one node, `clush -w NODES
--- CMD` for several, or a comment when no command can name them. One place decides, for every
-command that prints fixes.
+"""A fix as a record (`Fix`: the command lines, the nodes they are for, a comment) and the one
+place that prints it: `ssh NODE CMD` for one node, `clush -w NODES -- CMD` for several, `srun -w`
+through Slurm, or a comment when no command can name them. Every command that prints fixes
+renders them here; equal records print the same, so a report can drop one shown twice by value.
 
 Node names and the values filled into commands come from reports, logs and ranks, which anyone
 can write, and operators paste fixes as root: a name that is not a plain host name, or a value
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from distdoctor.text import fold, one_line
@@ -88,11 +90,70 @@ def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = (), srun: bo
 def toward(node: str, command: str, target: str) -> str:
     """command (a template with {} for target: `tracepath {}`) run on node, aimed at target, a
     host name or address from a rank or a report: a comment when it is not plainly one."""
+    return render(toward_fix(node, command, target))
+
+
+def toward_fix(node: str, command: str, target: str, note: str = "") -> "Fix":
+    """toward as a record (note: its comment)."""
     if not host_name(target):
-        return comment(f"on {node}: {command.format(target)}")
-    return on([node], command.format(target))
+        return Fix((), [node], f"{command.format(target)}" + (f"   # {note}" if note else ""))
+    return Fix((command.format(target),), [node], note)
 
 
 def comment(text: str) -> str:
     """A comment line, whatever text holds."""
     return one_line(text if text.startswith("#") else f"# {text}")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One remedy as data. commands: shell commands, run in order, each only after the last one
+    succeeded (printed joined with `&&`). nodes: where they run; empty means the shell that
+    reads the report (the node it was made on, or the operator's). comment: one line (why, where
+    "here" is, or what no command can do). srun: reach the nodes through Slurm instead of ssh/clush.
+    by_file: nodes known only by their report file (see `on`)."""
+
+    commands: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    comment: str = ""
+    srun: bool = False
+    by_file: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # Callers pass lists and generators; a record compares and hashes by value.
+        for name in ("commands", "nodes", "by_file"):
+            value = getattr(self, name)
+            value = [value] if isinstance(value, str) else [str(v) for v in value if v]
+            object.__setattr__(self, name, tuple(value if name == "commands" else dict.fromkeys(value)))
+
+    def __bool__(self) -> bool:
+        """A record with nothing to run or say is no fix (a remedy given values it cannot use)."""
+        return bool(self.commands or self.comment)
+
+    def to_dict(self) -> dict:
+        return {"commands": list(self.commands), "nodes": list(self.nodes), "comment": self.comment}
+
+
+def render(fix: Fix) -> str:
+    """The lines an operator pastes for fix. Commands for nodes come first (the ssh or clush
+    line names them) and the comment after, as a note; commands for here come after the
+    comment, which is the only thing that can say where "here" is (`as root on gpu07: ...`)."""
+    note = comment(fix.comment.lstrip("# ")) if fix.comment else ""
+    if fix.nodes and fix.commands:
+        lines = [on(fix.nodes, script(fix), fix.by_file, fix.srun), note]
+    elif fix.nodes:
+        lines = [comment(f"on {shown(fix.nodes)}: {fix.comment.lstrip('# ')}") if fix.comment else ""]
+    else:
+        lines = [note, script(fix)]
+    return "\n".join(line for line in lines if line)
+
+
+def script(fix: Fix) -> str:
+    """fix's commands as the one line a node's shell runs: each step only after the last one
+    succeeded."""
+    return " && ".join(fix.commands)
+
+
+def render_all(fixes: Iterable[Fix]) -> str:
+    """Several records as one fix, each printed once."""
+    return "\n".join(filter(None, (render(f) for f in dict.fromkeys(fixes) if f)))

@@ -29,7 +29,8 @@ class FakeHost:
 
     def __init__(self, env: Mapping[str, str] | None = None, *,
                  commands: Mapping[Any, Any] | None = None,
-                 files: Mapping[str, str | BaseException] | None = None,
+                 files: Mapping[str, str | bytes | BaseException] | None = None,
+                 mtimes: Mapping[str, float] | None = None,
                  dirs: Mapping[str, Sequence[str]] | None = None,
                  links: Mapping[str, str] | None = None,
                  hostname: str = "node1",
@@ -40,6 +41,7 @@ class FakeHost:
                  gateways: Mapping[str, list[tuple[str, str]]] | None = None,
                  resolve: Mapping[str, Sequence[str] | str] | None = None,
                  connect: Mapping[tuple[str, int], str] | None = None,
+                 conversations: Mapping[tuple[str, int], Any] | None = None,
                  distributions: Mapping[str, Distribution] | None = None,
                  cpu_affinity: Sequence[int] | None = None,
                  cpu_count: int = 8,
@@ -54,6 +56,8 @@ class FakeHost:
         self._uid = uid
         self.commands = dict(commands or {})
         self.files = dict(files or {})
+        self.mtimes = dict(mtimes or {})
+        self.slept = 0.0
         self.dirs = {k: list(v) for k, v in (dirs or {}).items()}
         self.links = dict(links or {})
         self._hostname = hostname
@@ -64,6 +68,8 @@ class FakeHost:
         self._gateways = dict(gateways or {})
         self._resolve = dict(resolve or {})
         self._connect = dict(connect or {})
+        # (host, port) -> replies (list), an error text, or a callable of the lines sent
+        self.conversations = dict(conversations or {})
         self._distributions = dict(distributions or {})
         self._affinity = list(cpu_affinity if cpu_affinity is not None else range(cpu_count))
         self._cpu_count = cpu_count
@@ -120,7 +126,27 @@ class FakeHost:
         value = self.files.get(path)
         if isinstance(value, BaseException):
             raise value
+        if isinstance(value, bytes):
+            return value[:max_bytes].decode("utf-8", "replace")
         return value
+
+    def read_bytes(self, path: str, max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
+        value = self.files.get(path)
+        if isinstance(value, BaseException):
+            raise value
+        if value is None:
+            return None
+        return (value.encode() if isinstance(value, str) else value)[:max_bytes]
+
+    def file_info(self, path: str) -> tuple[int, float] | None:
+        value = self.files.get(path)
+        if value is None or isinstance(value, BaseException):
+            return None
+        size = len(value.encode() if isinstance(value, str) else value)
+        return size, self.mtimes.get(path, self.time())
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += max(0.0, seconds)
 
     def read_kmsg(self, max_bytes: int = 16 * 1024 * 1024, timeout: float = 2.0) -> str | None:
         """files["/dev/kmsg"]: its records; an exception there is raised (EPERM)."""
@@ -174,6 +200,15 @@ class FakeHost:
 
     def can_bind(self, address: str, port: int) -> str:
         return ""
+
+    def converse(self, host: str, port: int, lines, timeout: float = 5.0, max_bytes: int = 16 * 1024 * 1024):
+        self.calls.append(("converse", host, str(port), *lines))
+        answer = self.conversations.get((host, port), "refused")
+        if callable(answer):
+            answer = answer(list(lines))
+        if isinstance(answer, str):
+            return [], answer
+        return list(answer), ""
 
     def net_if_addrs(self):
         return {k: list(v) for k, v in self.if_addrs.items()}

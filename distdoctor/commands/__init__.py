@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fleet": ("fleet", "run check on every node (srun or ssh) and name the odd ones"),
     "nccl-test": ("nccl_test", "all_reduce smoke test across every rank of a job"),
     "log": ("log", "read a failed job's logs: the rank that failed first, its host, the cause, the fix"),
+    "hang": ("hang", "a running job is stuck: which rank, on which host, doing what (py-spy, /proc, Flight Recorder)"),
 }
 
 

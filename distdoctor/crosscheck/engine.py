@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from distdoctor import remote
 from distdoctor.model import Finding, Status
+from distdoctor.remote import Fix
 from distdoctor.text import fold, one_line, plural
 
 AGREE = "agree"
@@ -49,7 +50,7 @@ class Rule:
     fix      further lines of the fix, after run's; the same fields and {nodes} (the folded
              outlier names). Shell that works as printed, or a `# comment`; a command line
              whose value is not a plain word is printed as a comment. A callable
-             (Difference) -> str gives the whole fix itself (its own addressing, remote.on).
+             (Difference) -> Fix records (or text) gives the whole fix itself, addressed.
     absent   "ignore": members without the fact take no part; "value": a missing fact is a value
              of its own (a node without NCCL among nodes with it)
     best     for AGREE: picks the reference from the values present instead of the majority
@@ -62,7 +63,7 @@ class Rule:
     must: str = AGREE
     status: Status = Status.WARN
     why: str = ""
-    fix: str | Callable[["Difference"], str] = ""
+    fix: str | Callable[["Difference"], str | Fix | Sequence[Fix]] = ""
     absent: str = "ignore"
     best: Callable[[Sequence[Any]], Any] | None = None
     run: str | Callable[["Difference"], str] = ""
@@ -271,41 +272,52 @@ def describe(diff: Difference, noun: str = "node", names: Callable[[Iterable[str
             f"have {show(major.value)})")
 
 
-# Renders `run` on the odd members: remote.on, or a caller's (ranks to their hosts, report files).
-Address = Callable[[Sequence[str], str], str]
+# A caller's say in how a record for members reaches them (report files that share a hostname
+# are named by file, not by host).
+Address = Callable[[Fix], Fix]
 
 
-def fix_for(diff: Difference, address: Address | None = None) -> str:
+def _records(made: str | Fix | Sequence[Fix]) -> list[Fix]:
+    """A rule's own fix as records: a string (lines printed as they are, each on one line) or
+    records."""
+    if isinstance(made, Fix):
+        return [made]
+    if isinstance(made, str):
+        return [Fix((remote.one_line(line),)) for line in made.splitlines() if line]
+    return list(made)
+
+
+def fix_for(diff: Difference, address: Address | None = None) -> tuple[Fix, ...]:
     """The fix for one difference: the rule's `run` command addressed to the odd members, then
     its further `fix` lines; a comment saying what to make the same when the rule has neither.
     A command is only built from plain values: a line whose value is not one (or a tie's missing
     reference) is a comment, or, for `run`, the comment saying what to make the same."""
     rule = diff.rule
-    lines: list[str] = []
+    parts: list[Fix] = []
     if rule.run:
         command = rule.run(diff) if callable(rule.run) else \
             _filled(rule.run, diff) if _plain_fields(rule.run, diff) else ""
-        lines.append((address or remote.on)(diff.outliers, command) if command else _what_to_do(diff))
+        parts.append(Fix((command,), diff.outliers) if command else _what_to_do(diff))
     if callable(rule.fix):
-        lines.append(rule.fix(diff))
+        parts += [p for p in _records(rule.fix(diff)) if p] or ([] if rule.run else [_what_to_do(diff)])
     elif rule.fix:
         for line in rule.fix.splitlines():
             if "reference" in _fields(line) and diff.reference is None:
                 continue  # a line about the reference when there is none (a tie)
             text = _filled(line, diff)
-            lines.append(text if line.startswith("#") or _plain_fields(line, diff) else remote.comment(text))
+            parts += _records(text if line.startswith("#") or _plain_fields(line, diff) else remote.comment(text))
     elif not rule.run:
-        lines.append(_what_to_do(diff))
-    return "\n".join(remote.one_line(line) for text in lines for line in text.splitlines())
+        parts.append(_what_to_do(diff))
+    return tuple(address(p) if address and p.nodes else p for p in parts)
 
 
-def _what_to_do(diff: Difference) -> str:
+def _what_to_do(diff: Difference) -> Fix:
     nodes, label = remote.shown(diff.outliers), diff.rule.label
     if diff.basis == "duplicate":
-        return f"# give {nodes} distinct {label} values"
+        return Fix(comment=f"give {nodes} distinct {label} values")
     if diff.reference is None:
-        return f"# make {label} the same on {nodes}"
-    return f"# on {nodes}: make {label} {show(diff.reference)}"
+        return Fix(comment=f"make {label} the same on {nodes}")
+    return Fix(comment=f"on {nodes}: make {label} {show(diff.reference)}")
 
 
 def _fields(template: str) -> set[str]:
@@ -337,7 +349,7 @@ def to_finding(diff: Difference, noun: str = "node", max_listed: int = 20,
     evidence = {"fact": diff.key, "basis": diff.basis, "reference": _jsonable(diff.reference),
                 "outliers": fold(diff.outliers), "members": diff.total, "groups": groups}
     return Finding(diff.status, describe(diff, noun, names), subject=diff.key, explanation=diff.rule.why,
-                   fix=fix_for(diff, address), evidence=evidence)
+                   evidence=evidence, remedy=fix_for(diff, address))
 
 
 # --- small pieces -------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """The cluster view: node reports side by side, the odd nodes named with their fix.
 
 Input is {node: report}, each report the JSON document `distdoctor check --format json` writes
-(its flat `"inventory"` of named facts and its check results). The node rules below are data:
-which facts must agree across nodes, which must differ, on the shared comparison engine
-(distdoctor/compare.py). `fleet`, `compare` and `check` under a launcher (one report per job)
+(its flat `"inventory"` of named facts and its check results), compared with the one table of
+rules (crosscheck/rules.py: which facts must agree across nodes, which must differ) on the
+shared comparison engine (crosscheck/engine.py). `fleet`, `compare` and `check` under a launcher (one report per job)
 all build their report here.
 
 Pure: no I/O. The caller reads the files or gathers the reports and says which nodes gave none.
@@ -13,129 +13,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from distdoctor import __version__, remote
 from distdoctor.crosscheck import engine
-from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule, fold
+from distdoctor.crosscheck.engine import DIFFER, Rule, fold
+from distdoctor.crosscheck.rules import NODE_RULES
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
+from distdoctor.remote import Fix
 
 # Reports this code can read: the same MAJOR schema (docs/report.schema.json).
 SCHEMA_MAJOR = "1"
 _STATUS_BY_NAME = {s.value: s for s in Status}
 _RESULTS = frozenset(s.value for s in Status if s is not Status.SKIP)  # SKIP is not a result to compare
 _OK = Status.OK.value
-_IFACE = re.compile(r"^net\.if\.(.+)\.mtu$")
 
-
-def _mtu_command(diff: engine.Difference) -> str:
-    # Not persistent across reboots: the distribution's network config must say the same.
-    iface = _IFACE.match(diff.key)
-    if not iface or not remote.plain(iface.group(1)) or not remote.plain(diff.reference):
-        return ""
-    return f"ip link set dev {iface.group(1)} mtu {engine.show(diff.reference)}"
-
-
-def _install_fix(what: str):
-    def fix(diff: engine.Difference) -> str:
-        if diff.reference is None:
-            return f"# install one {what} on {remote.shown(diff.outliers)} and the rest (run every node from one image)"
-        return (f"# install {what} {engine.show(diff.reference)} on {remote.shown(diff.outliers)} "
-                "(or run every node from one image)")
-    return fix
-
-
-def _check_command(diff: engine.Difference) -> str:
-    check_id = diff.key[len("check."):]
-    return f"python3 -m distdoctor check --only {check_id} -v" if remote.plain(check_id) else ""
-
-
-def _best_status(values: Sequence[Any]) -> Any:
-    """The least severe status present: the nodes worse than it are the odd ones."""
-    known = [_STATUS_BY_NAME[v] for v in values if v in _STATUS_BY_NAME]
-    return min(known, key=lambda s: s.severity).value if known else values[0]
-
-
-_VERSION_WHY = "{} must be the same on every node of a job; mixed versions hang at init or fail in collectives"
-
-# What must hold across the nodes of a job or fleet. Keys are inventory fact names
-# (docs/inventory.md); `check.<id>` is each node's result of that check.
-NODE_RULES: tuple[Rule, ...] = (
-    # Host identity: NCCL keys "same host" on hostname + boot id (its host hash); two nodes that
-    # share one are taken for one host, and NCCL tries shared memory between them.
-    Rule("host.name", "hostname", DIFFER, Status.FAIL,
-         "nodes with the same hostname look like one host to NCCL, MPI and Slurm",
-         "# give {nodes} distinct hostnames (hostnamectl set-hostname NAME on each), or set NCCL_HOSTID per node"),
-    Rule("host.boot_id", "boot id", DIFFER, Status.FAIL,
-         "NCCL's host hash includes the boot id: nodes sharing one (cloned images, containers on one "
-         "kernel) with one hostname are taken for one host",
-         "# {nodes} share a kernel or a cloned boot id: run one job task per host, or set a distinct NCCL_HOSTID on each"),
-    Rule("host.machine_id", "machine id", DIFFER, Status.WARN,
-         "a machine id shared by several nodes means cloned images; tools that key on it (systemd, "
-         "DHCP client ids) confuse the nodes",
-         run="rm -f /etc/machine-id && systemd-machine-id-setup"),
-    Rule("nccl.host_hash", "NCCL host hash", DIFFER, Status.FAIL,
-         "NCCL treats ranks with the same host hash as one host and tries shared memory and P2P between them",
-         "# give {nodes} distinct hostnames, or export a distinct NCCL_HOSTID on each"),
-    # Versions and builds.
-    Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, _VERSION_WHY.format("NCCL"), _install_fix("NCCL")),
-    Rule("torch.version", "torch version", AGREE, Status.FAIL, _VERSION_WHY.format("torch"),
-         run="python3 -m pip install torch=={reference}"),
-    Rule("torch.cuda", "CUDA version of the torch build", AGREE, Status.WARN,
-         "different CUDA builds of torch usually mean different environments on the nodes", _install_fix("torch")),
-    Rule("cuda.runtime", "CUDA runtime", AGREE, Status.WARN,
-         "different CUDA runtimes mean different environments on the nodes", _install_fix("the CUDA runtime")),
-    Rule("cuda.toolkit", "CUDA toolkit (nvcc)", AGREE, Status.WARN,
-         "extensions built on one node may not load on another", _install_fix("the CUDA toolkit")),
-    Rule("gpu.driver", "NVIDIA driver version", AGREE, Status.WARN,
-         "a driver older than the CUDA runtime fails with 'CUDA driver version is insufficient'",
-         _install_fix("NVIDIA driver")),
-    Rule("mpi.impl", "MPI implementation", AGREE, Status.FAIL, _VERSION_WHY.format("The MPI library"),
-         _install_fix("MPI implementation")),
-    Rule("mpi.version", "MPI version", AGREE, Status.FAIL, _VERSION_WHY.format("MPI"), _install_fix("MPI")),
-    Rule("horovod.version", "Horovod version", AGREE, Status.WARN, _VERSION_WHY.format("Horovod"),
-         run="python3 -m pip install horovod=={reference}"),
-    Rule("python.version", "Python version", AGREE, Status.WARN,
-         "different Python versions usually mean different environments on the nodes", _install_fix("Python")),
-    Rule("kernel", "kernel", AGREE, Status.WARN,
-         "different kernels bring different drivers, RDMA stacks and limits", _install_fix("kernel")),
-    # Hardware.
-    Rule("gpu.count", "GPU count", AGREE, Status.FAIL,
-         "a node with fewer GPUs than the rest gets the same number of ranks and fails with 'invalid device ordinal'",
-         "# then drain {nodes}: a missing GPU is a hardware fault", run="nvidia-smi -L"),
-    Rule("gpu.model", "GPU model", AGREE, Status.WARN,
-         "mixed GPU models run at the speed of the slowest and may need different builds", ""),
-    # Network and limits.
-    Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
-         "an MTU smaller on some nodes drops or fragments the large packets the others send: "
-         "transfers hang or crawl", run=_mtu_command),
-    Rule("ib.*.state", "state of IB port *", AGREE, Status.FAIL,
-         "a rank bound to a port that is down hangs at init", run="ibstat"),
-    Rule("ib.*.rate", "rate of IB port *", AGREE, Status.WARN,
-         "one slow port sets the pace of every collective", run="ibstat"),
-    Rule("ib.*.link_layer", "link layer of IB port *", AGREE, Status.WARN,
-         "InfiniBand and RoCE ports need different NCCL settings", ""),
-    Rule("limits.memlock", "locked-memory limit (ulimit -l)", AGREE, Status.WARN,
-         "RDMA registers memory: a low limit fails with 'ibv_reg_mr ... Cannot allocate memory'",
-         "# under Slurm, tasks inherit slurmd's limit: set LimitMEMLOCK=infinity in slurmd's unit on {nodes}",
-         run='echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf'),
-    Rule("shm.size", "/dev/shm size", AGREE, Status.WARN,
-         "NCCL's shared-memory transport fails with 'No space left on device' on a small /dev/shm",
-         "# in a container: start it with --shm-size={reference} or --ipc=host",
-         run="mount -o remount,size={reference} /dev/shm"),
-    # Settings: a variable or nccl.conf line on some nodes only usually comes from a per-node profile.
-    Rule("env.NCCL_*", "NCCL_*", AGREE, Status.WARN,
-         "NCCL settings should be the same on every node; one set on some nodes only comes from a "
-         "per-node profile or /etc/environment", "", absent="value"),
-    Rule("nccl.conf.*", "nccl.conf setting *", AGREE, Status.WARN,
-         "/etc/nccl.conf differs between nodes", "", absent="value"),
-    # Check results: SKIP is not a result (a check with nothing to look at), so it takes no part.
-    Rule("check.*", "result of check *", AGREE, Status.WARN,
-         "the same check ends differently on some nodes: those nodes differ from the rest",
-         best=_best_status, run=_check_command),
-)
 
 # Which run of the cluster report a difference belongs to.
 _RUNS = (
@@ -214,7 +107,7 @@ class Missing:
 
     node: str
     reason: str
-    fix: str = ""
+    fix: str | Fix = ""
     status: Status = Status.FAIL
 
 
@@ -328,8 +221,8 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         findings["cluster.reports"].append(Finding(
             Status.WARN, f"{fold(no_inventory)}: report has no inventory (an older distdoctor): only check results compared",
             subject=fold(no_inventory), fix=f"# upgrade distdoctor on {fold(no_inventory)}"))
-    def address(nodes: Sequence[str], command: str) -> str:
-        return remote.on(nodes, command, by_file)
+    def address(fix: Fix) -> Fix:
+        return dataclasses.replace(fix, by_file=[n for n in fix.nodes if n in by_file])
 
     diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
     for diff, finding in zip(diffs, diff_findings):

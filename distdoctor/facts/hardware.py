@@ -34,8 +34,8 @@ class GpuHealth:
 
 def _nvml_gpu(g: dict[str, Any]) -> tuple[QueryGpu, NvlinkGpu | None]:
     h = g.get("health") or {}
-    names = {f for f in QueryGpu.__dataclass_fields__}
-    values = {k: v for k, v in h.items() if k in names}
+    given = ("index", "bus_id", "name", "uuid", "persistence_mode", "mig_mode", "ecc_volatile_uncorrectable")
+    values = {k: v for k, v in h.items() if k in QueryGpu.__dataclass_fields__ and k not in given}
     values["clock_reasons"] = tuple(values.get("clock_reasons") or ())
     gpu = QueryGpu(index=int(g["index"]), bus_id=g.get("bus_id") or "", name=g.get("name") or "",
                    uuid=g.get("uuid") or "", persistence_mode=g.get("persistence_mode"), mig_mode=g.get("mig_mode"),
@@ -55,7 +55,8 @@ def gpu_health(facts) -> GpuHealth:
     snapshot = facts.nvml
     if driver.source == "nvml" and all("health" in g for g in snapshot.get("gpus", [])):
         pairs = [_nvml_gpu(g) for g in snapshot.get("gpus", [])]
-        return GpuHealth(tuple(p[0] for p in pairs), "nvml", nvlink=tuple(p[1] for p in pairs if p[1] is not None))
+        return GpuHealth(tuple(p[0] for p in pairs), snapshot.get("source", "nvml"),
+                         nvlink=tuple(p[1] for p in pairs if p[1] is not None))
     smi = facts.nvidia_smi
     result = smi.run("-q", "-x")
     if result.ok:
@@ -87,6 +88,8 @@ def nvlink(facts) -> NvlinkState:
     health = facts.gpu_health
     if health.problem is not None:
         return NvlinkState(problem=health.problem.summary)
+    if health.source != "nvml" and health.source.startswith("pasted"):
+        return NvlinkState(problem="not in the paste")
     if health.source == "nvml":
         return NvlinkState(health.nvlink, "nvml")
     smi = facts.nvidia_smi

@@ -23,6 +23,27 @@ class Files:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
+    def read_bytes(self, path: str, max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
+        """At most max_bytes of the file, or None when it does not exist (a process that exited:
+        /proc/<pid>/environ). Other errors raise OSError, as for read_text."""
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(max_bytes)
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
+            return None
+
+    def file_info(self, path: str) -> tuple[int, float] | None:
+        """(size in bytes, modification time) of the file, or None when it does not exist."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return st.st_size, st.st_mtime
+
+    def sleep(self, seconds: float) -> None:
+        """Waiting between two samples (CPU time, RAS): FakeHost skips it."""
+        time.sleep(max(0.0, seconds))
+
     def read_kmsg(self, max_bytes: int = 16 * 1024 * 1024, timeout: float = 2.0) -> str | None:
         """The kernel's ring buffer from /dev/kmsg, one record per line ("6,1234,5678901,-;msg"),
         read without consuming it (each open reads from the oldest record) and without blocking

@@ -2,8 +2,9 @@
 
 Per member (a rank where the log says which, else `host:pid`): the NCCL version, the network
 it chose (IB or Socket), the interfaces of its bootstrap and socket transport, its IB devices,
-GPUDirect RDMA on or off, and the CUDA driver version. Members are compared with the shared
-engine in distdoctor/compare.py; interfaces that cannot carry traffic to another node
+GPUDirect RDMA on or off, and the CUDA driver version. The compared facts carry the inventory's
+names (nccl.version, nccl.network, nccl.gdr, cuda.driver) and the one table's rules
+(crosscheck/rules.py), on the shared engine (crosscheck/engine.py); interfaces that cannot carry traffic to another node
 (loopback, bridges, veth, container overlays) are judged per member. A log shows names only,
 so an interface's kind is read from its name here, unlike `check`, which asks the kernel.
 """
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import replace
 from typing import Any
 
-from distdoctor.crosscheck.engine import AGREE, Difference, Rule, compare, fold, to_finding
+from distdoctor import fixes
+from distdoctor.crosscheck import rules as table
+from distdoctor.crosscheck.engine import Difference, compare, fix_for, fold, to_finding
 from distdoctor.logs.scan import Scan
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import shell_word, suggest_ifname
+from distdoctor.remote import Fix
 from distdoctor.parsers.nccl_net_log import parse_nccl_net_log
 
 # NCCL's own banner ("NCCL version 2.19.3+cuda12.3"), not the end of torch's error summary
@@ -39,17 +43,24 @@ _NOT_ACROSS_NODES = (
 
 
 def kind_by_name(name: str, address: str = "") -> str:
-    for pattern, kind in _NOT_ACROSS_NODES:
-        if pattern.search(name):
-            return kind
+    """Why an interface cannot carry traffic to another node, or "". The address decides first,
+    as the live checks do: loopback and link-local addresses never reach a peer, and a globally
+    routable address does whatever the interface is called (a veth or macvlan holding the
+    pod's routable IPv6). Only a private or missing address falls back to the name's kind."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
-        return ""
-    if ip.is_loopback:
-        return "loopback address"
-    if ip.is_link_local:
-        return "link-local address"
+        ip = None
+    if ip is not None:
+        if ip.is_loopback:
+            return "loopback address"
+        if ip.is_link_local:
+            return "link-local address"
+        if ip.is_global:
+            return ""
+    for pattern, kind in _NOT_ACROSS_NODES:
+        if pattern.search(name):
+            return kind
     return ""
 
 
@@ -84,7 +95,7 @@ def members(scan: Scan) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         if (m := _GDR.search(p.body)):
             f["nccl.gdr"] = m.group("s") != "Disabled"
         if (m := _DRIVER.search(p.body)):
-            f["cuda.driver"] = int(m.group("v"))
+            f["cuda.driver"] = _cuda_version(int(m.group("v")))
         if (m := _VIA.search(p.body)):
             kind = re.sub(r"/\d+", "", m.group("t"))
             f["nccl.transports"] = tuple(sorted(set(f.get("nccl.transports", ())) | {kind}))
@@ -111,6 +122,7 @@ def address_book(scan: Scan) -> dict[str, str]:
     and IB out-of-band lines), so an error naming a peer's address can name the peer."""
     facts, hosts = members(scan)
     book: dict[str, str] = {}
+    seen_on: dict[str, set[str]] = {}
     for member, f in facts.items():
         host = _host_of(member, hosts)
         who = (f"rank {member}" if member.isdigit() else f"pid {member.split(':', 1)[-1]}") + \
@@ -119,36 +131,18 @@ def address_book(scan: Scan) -> dict[str, str]:
             for _ifname, address in f.get(key) or ():
                 if address:
                     book.setdefault(address, who)
-    return book
+                    seen_on.setdefault(address, set()).add(host or member)
+    # an address several hosts hold (docker0's 172.17.0.1 on every node) names no one rank
+    return {a: who for a, who in book.items() if len(seen_on.get(a, ())) <= 1}
 
 
-def _version_fix(hosts: dict[str, str]):
-    def fix(diff: Difference) -> str:
-        odd = diff.outlier_groups()
-        where = fold(h for m in diff.outliers for h in [hosts.get(m) or m])
-        want = diff.reference if diff.reference is not None else (odd[0].value if odd else "")
-        return (f"# on {where}: install the NCCL the other ranks use ({want}): the same pip wheel "
-                f"(nvidia-nccl-cu12) or container image on every node")
-    return fix
+# The facts a log shows under the inventory's names; what each rule says is the one table's.
+RULES = table.select("nccl.version", "nccl.network", "nccl.gdr", "cuda.driver")
 
 
-def rules(hosts: dict[str, str]) -> list[Rule]:
-    return [
-        Rule("nccl.version", "NCCL version", AGREE, Status.FAIL,
-             why="Ranks on different NCCL releases can fail at init or hang: the wire protocol is not "
-                 "guaranteed across versions.", fix=_version_fix(hosts)),
-        Rule("nccl.network", "NCCL network transport", AGREE, Status.WARN,
-             why="Some ranks chose InfiniBand/RoCE and others sockets: the slow ranks set the pace, "
-                 "or the two sides cannot connect.",
-             fix="# on the ranks using {value}: check the HCA (ibstat) or NCCL_IB_DISABLE/NCCL_NET settings"),
-        Rule("nccl.gdr", "GPUDirect RDMA", AGREE, Status.WARN,
-             why="GPUDirect RDMA on for some ranks and off for others: the nvidia-peermem module or the "
-                 "GPU-NIC topology differs between nodes.",
-             fix="# on the nodes without it: lsmod | grep nvidia_peermem; nvidia-smi topo -m"),
-        Rule("cuda.driver", "CUDA driver version", AGREE, Status.WARN,
-             why="Nodes on different drivers behave differently under the same job.",
-             fix="# upgrade the driver on {nodes} to {reference}"),
-    ]
+def _cuda_version(driver: int) -> str:
+    """NCCL's cudaDriverVersion (12020) as the inventory writes cuda.driver ("12.2")."""
+    return f"{driver // 1000}.{driver % 1000 // 10}"
 
 
 def judge(scan: Scan) -> list[Finding]:
@@ -162,7 +156,12 @@ def judge(scan: Scan) -> list[Finding]:
         hs = {hosts.get(m) for m in ms if hosts.get(m)}
         return f"{'rank' if len(ms) == 1 else 'ranks'} {fold(ms)}" + (f" on {fold(hs)}" if hs else "")
 
-    findings = [to_finding(d, noun="rank", names=names) for d in compare(facts, rules(hosts))]
+    def addressed(d: Difference) -> Finding:
+        found = to_finding(d, noun="rank", names=names)
+        on_hosts = replace(d, outliers=tuple(sorted({_host_of(m, hosts) or m for m in d.outliers})))
+        return replace(found, fix="", remedy=fix_for(on_hosts))
+
+    findings = [addressed(d) for d in compare(facts, RULES)]
     findings += _interfaces(facts, hosts, names)
     summary = _summary(facts)
     ranks = "rank" if len(facts) == 1 else "ranks"
@@ -187,7 +186,7 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:
-            fix = f"# {target}keep NCCL on {', '.join(good)}\nexport NCCL_SOCKET_IFNAME={shell_word(suggest_ifname(good))}"
+            fix: Fix | str = fixes.socket_ifname(good, comment=f"{target}keep NCCL on {', '.join(good)}")
         else:
             fix = (f"# {target}no interface in NCCL's list reaches another node: run the container with "
                    f"--network=host, or set NCCL_SOCKET_IFNAME to the NIC that does (ip -br addr)")

@@ -20,6 +20,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from distdoctor.logs import pasted_tools
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
@@ -40,7 +41,15 @@ _NCCL_ENV = re.compile(r"NCCL INFO (?P<k>NCCL_\w+) set by environment to (?P<v>\
 _OMPI_PARSABLE = re.compile(r"^(?:mca|ompi|opal|orte|pmix|options|path|compiler|config|package|version):[\w.-]*:\S")
 _OMPI_HUMAN = re.compile(r"^\s*(?:Package: Open MPI|Open MPI: \d|MPI extensions: |MCA [\w ]+: (?:informational|parameter) \")")
 _SMI = re.compile(r"NVIDIA-SMI \d+[\d.]*\s+Driver Version:")
+# nvidia-smi -q (its banner, or its first GPU section) and -q -x
+_SMI_Q = re.compile(r"^(?:=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
+_SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
+# kernel-log lines the hardware checks judge, wherever they are in the input
+_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: ")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+_ADDRESS_WORD = re.compile(r"\binet6?\b|\binet addr:|\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b|"
+                           r"\b[0-9a-fA-F]{1,4}:[0-9a-fA-F:]*/\d{1,3}\b")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
 
@@ -61,11 +70,18 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
     lines = [_clean(raw) for raw in text.split("\n")]
     sections: list[Section] = []
     env: dict[str, str] = {}
+    kernel: list[str] = []
+    kernel_at = 0
     i = 0
     n = len(lines)
     while i < n:
         line = lines[i]
         stripped = line.strip()
+        if _KERNEL.search(line):
+            kernel_at = kernel_at or i + 1
+            kernel.append(line)
+        elif kernel and "NVRM:" in line and len(kernel) < 4096:
+            kernel.append(line)  # the continuation lines of a three-line "fallen off the bus"
         if (m := _ENV.match(line)) and "NCCL INFO" not in line:
             env.setdefault(m.group("k"), m.group("v").strip("'\""))
         elif (m := _NCCL_ENV.search(line)):
@@ -75,7 +91,9 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             continue
         body = line.lstrip()
         kind = end = None
-        if _IP_FULL.match(body) or _IFCONFIG.match(body):
+        if (tool := pasted_tools.detect(lines, i)) is not None and tool[0] == "link_names":
+            kind, end = tool
+        elif _IP_FULL.match(body) or _IFCONFIG.match(body):
             kind, end = "interfaces", _block(lines, i, lambda s: bool(_IP_FULL.match(s) or _IFCONFIG.match(s)))
         elif _IP_ONELINE.match(body):
             kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_ONELINE.match(s) or _IP_FULL.match(s)))
@@ -89,6 +107,12 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "collect_env", _collect_env_end(lines, i)
         elif _SMI.search(line):
             kind, end = "smi", _smi_end(lines, i)
+        elif _SMI_Q.match(body):
+            kind, end = "smi_q", _smi_q_end(lines, i)
+        elif _SMI_X.match(body):
+            kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
+        elif (tool := pasted_tools.detect(lines, i)) is not None:
+            kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
         elif _OMPI_HUMAN.match(body):
@@ -100,7 +124,20 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             i = max(end, i + 1)
             continue
         i += 1
+    if kernel:
+        sections.append(Section("kernel", source, kernel_at, "\n".join(kernel) + "\n"))
     return sections, env
+
+
+def _smi_q_end(lines: list[str], start: int) -> int:
+    """nvidia-smi -q: its header lines, GPU sections and everything indented under them."""
+    i = start + 1
+    while i < len(lines) and i - start < 50000:
+        s = lines[i]
+        if s.strip() and not s[:1].isspace() and not _SMI_Q_HEAD.match(s):
+            break
+        i += 1
+    return i
 
 
 def _block(lines: list[str], start: int, is_header, allow_blank: bool = False) -> int:
@@ -270,7 +307,26 @@ CHECKS_FOR = {
     "interfaces": ("net.nccl-socket-interface", "net.gloo-socket-interface"),
     "topo": ("gpu.p2p-topology", "gpu.nic-affinity"),
     "ib": ("net.infiniband",),
+    # gpu.throttle is left out: a paste is one reading, and one reading is not a throttled GPU.
+    "smi_q": ("gpu.memory-errors", "gpu.pcie-link", "gpu.mig-consistency", "gpu.fabric"),
+    "kernel": ("gpu.xid", "gpu.pcie-link"),
 }
+# A pasted log has no "now": every event in it counts.
+PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9}}
+
+
+def _nvml_from_query(report) -> dict:
+    """A pasted nvidia-smi -q as the NVML snapshot the GPU facts read (host/nvml_health.py's fields)."""
+    from dataclasses import asdict
+
+    gpus = []
+    for g in report.gpus:
+        fields = asdict(g)
+        gpus.append({"index": g.index, "name": g.name, "uuid": g.uuid, "bus_id": g.bus_id,
+                     "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
+                     "ecc_uncorrected": g.ecc_volatile_uncorrectable, "health": fields})
+    return {"status": "ok", "driver_version": report.driver_version, "cuda_version": None, "gpus": gpus,
+            "source": f"pasted nvidia-smi -q{' -x' if report.form == 'xml' else ''}"}
 
 
 def _parse(section: Section):
@@ -298,6 +354,12 @@ def _parse(section: Section):
         from distdoctor.parsers.ompi_info import parse_ompi_info
 
         return parse_ompi_info(section.text)
+    if section.kind == "smi_q":
+        from distdoctor.parsers.nvidia_smi_query import parse_query
+
+        return parse_query(section.text)
+    if section.kind == "kernel":
+        return section.text
     return None
 
 
@@ -318,7 +380,7 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
             self.notes.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
             return
-        if not sections:
+        if not sections and not any(k.startswith("SLURM_") for k in env):
             return
         size = sum(len(sec.text) for sec in sections)
         if self.kept + size > self.MAX_KEPT:
@@ -332,8 +394,8 @@ class Collector:
 
     def runs(self) -> list[CheckRun]:
         out = list(self.notes)
-        for _source, sections, env in self.found:
-            out.extend(_judge_all(sections, env))
+        for source, sections, env in self.found:
+            out.extend(_judge_all(sections, env, source))
         return out
 
 
@@ -344,12 +406,19 @@ def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
     return collector.runs()
 
 
-def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
+def _judge_all(sections: list[Section], env: dict[str, str], source: str = "") -> list[CheckRun]:
     # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
     # the GPUs any section shows tell whether a CUDA-aware MPI matters
     smi = None
     gpus = 0
+    query = None
+    kernel = next((sec.text for sec in sections if sec.kind == "kernel"), None)
     for section in sections:
+        if section.kind == "smi_q" and query is None:
+            try:
+                query = _parse(section)
+            except ParseError:
+                pass
         if section.kind in ("smi", "topo", "collect_env"):
             try:
                 parsed = _parse(section)
@@ -360,7 +429,11 @@ def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
             gpus = max(gpus, len(parsed.gpus))
     out: list[CheckRun] = []
     for section in sections:
-        out.extend(_judge(section, env, smi, gpus))
+        out.extend(_judge(section, env, smi, gpus, query, kernel))
+    slurm = pasted_tools.slurm_env_run(env, source) if source else None
+    if slurm is not None:
+        out.append(slurm)
+        out.extend(pasted_tools.slurm_env_checks(env, source))
     return out
 
 
@@ -369,13 +442,20 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
                     (Finding(status, message, subject=source, evidence=evidence or {}),), 0.0, "log")
 
 
-def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> list[CheckRun]:
+def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
+    if section.kind in pasted_tools.KINDS:
+        return pasted_tools.runs(section.kind, section.text, where, env)
+    if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):
+        # `ip link` shows names and states, never addresses: unknown, not "nothing has an address"
+        return pasted_tools.runs("link_names", section.text, where, env)
     try:
         parsed = _parse(section)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
-    if not parsed or section.kind == "smi":
+    if section.kind == "smi":
+        return [pasted_tools.smi_table_run(parsed, where)] if parsed else []
+    if not parsed:
         return []
     if section.kind == "collect_env":
         return _collect_env_run(parsed, where, smi)
@@ -391,8 +471,19 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> li
     elif section.kind == "topo":
         data["commands"] = {("nvidia-smi", "topo", "-m"): section.text}
         data["nvml"] = {"status": "ok", "driver_version": "", "cuda_version": None}
+    elif section.kind == "smi_q":
+        data["nvml"] = _nvml_from_query(parsed)
+        if kernel is not None:  # the pasted kernel lines' AER errors are judged with the GPUs' links
+            data["files"] = {"/dev/kmsg": kernel}
+    elif section.kind == "kernel":
+        # the GPUs of a pasted nvidia-smi -q name the Xids' PCI addresses
+        data["nvml"] = _nvml_from_query(query) if query is not None else {"status": "ok", "driver_version": "",
+                                                                             "cuda_version": None, "gpus": []}
+        data["files"] = {"/dev/kmsg": parsed}
     host = FakeHost(**data)
     ids = CHECKS_FOR[section.kind]
+    if section.kind == "kernel" and query is not None:
+        ids = tuple(i for i in ids if i != "gpu.pcie-link")  # judged once, with the pasted nvidia-smi -q
     if "GLOO_SOCKET_IFNAME" not in env:
         # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
         ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
@@ -402,14 +493,7 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0) -> li
 
 
 def _run_checks(ids, host) -> list[CheckRun]:
-    from distdoctor import checks as builtin
-    from distdoctor.api import Context
-    from distdoctor.engine import run_checks
-    from distdoctor.facts import Facts
-
-    infos = [c for c in builtin.CHECKS if c.id in ids]
-    facts = Facts(host)
-    return run_checks(infos, lambda info: Context(facts, dict(info.params)), jobs=1, total_timeout=20)
+    return pasted_tools.run_checks(ids, host, PASTE_PARAMS)
 
 
 def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
@@ -442,8 +526,14 @@ def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
     facts = {k: v for k, v in (("torch", env.torch_version), ("torch_cuda", env.torch_cuda),
                                  ("driver", env.driver), ("gpus", len(env.gpus)),
                                  ("os", env.get("OS")), ("platform", env.get("Python platform"))) if v}
+    available = (env.get("Is CUDA available") or "").strip()
+    # collect_env lists GPUs only when nvidia-smi answered it; CUDA available with no list is "not shown"
+    models = (env.get("GPU models and configuration") or "").strip()
+    gpus = (f"{len(env.gpus)} GPU(s)" if env.gpus else
+            f"GPU {models}" if models and models != "Could not collect" else
+            "GPUs not listed (CUDA available)" if available == "True" else f"no GPU (CUDA available: {available or '?'})")
     summary = Finding(Status.OK, f"collect_env: torch {env.torch_version or '?'} (CUDA {env.torch_cuda or 'none'}), "
-                                 f"driver {env.driver or 'unknown'}, {len(env.gpus)} GPU(s)", evidence=facts)
+                                 f"driver {env.driver or 'unknown'}, {gpus}", evidence=facts)
     title = f"torch's collect_env (pasted at {where})"
     runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
                       f"pasted collect_env at {where}")]

@@ -31,7 +31,9 @@ _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("quote", re.compile(r"[ \t]*>[ \t]?")),
     ("viewer", re.compile(r"[ \t]*\d{1,7}(?:[ \t]*[|│][ \t]?|\t)|\[\d{1,7}\][ \t]+(?=[\[(])")),
-    ("mpi", re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
+    # Open MPI --tag-output, with --timestamp-output's date in front when asked
+    ("mpi", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+                       r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
     # horovodrun: `Fri Sep 25 16:52:53 2020[0]<stderr>:`
     ("horovodrun", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                               r"\[(?P<rank>\d+)\]<(?:stdout|stderr)>:[ \t]?")),
@@ -57,7 +59,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # TensorFlow / glog without a date: `W tensorflow/core/framework/op_kernel.cc:1651] `
     ("tflog", re.compile(r"(?P<level>[IWEF]) [\w./-]+\.\w+:\d+\][ \t]*")),
     # torchrun's `[default3]:` is the local rank; torch's own `[rank3]:` the global rank
-    ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\]:[ \t]?")),
+    ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\](?::|(?= ))[ \t]?")),
     ("srun", re.compile(r"[ \t]*(?P<rank>\d{1,6}): ")),
     ("iso", re.compile(r"\[?" + _D + r"[T ]" + _T + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: [+-]\d{4})?[ \t]*(?:[|:-][ \t]+)?")),
     # a paste's own clock, to the minute: `2025-02-18 12:54 [rank13]:`

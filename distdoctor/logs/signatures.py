@@ -23,7 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 
 try:
     import tomllib
@@ -69,6 +69,26 @@ PLACEHOLDERS = {
     "job": ("3756240", "the job id", "THE_JOB_ID"),
 }
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# A fix line may hold only where the log shows a launcher, a library or a kind of message:
+# "[slurm] export MASTER_PORT=..." is printed only for a log with Slurm in it, "[not vllm] ..."
+# only without vLLM. The context comes from the whole log (scan.Scan.context); "denied" from the
+# matched line itself. A fix must fit the launcher, library and error the log shows.
+CONTEXTS = ("slurm", "torchrun", "vllm", "ray", "mpirun", "deepspeed", "horovod", "container", "denied")
+_CONDITION = re.compile(r"^\[(?P<neg>not )?(?P<flag>[a-z]+)\] ")
+_DENIED = re.compile(r"Permission denied|Operation not permitted|EACCES")
+
+
+def line_context(line: str) -> frozenset[str]:
+    """The context flags a matched line itself gives."""
+    return frozenset({"denied"}) if _DENIED.search(line) else frozenset()
+
+
+def condition(fix_line: str) -> tuple[str, str, bool]:
+    """(the fix line without its condition, the flag or "", whether the flag is negated)."""
+    m = _CONDITION.match(fix_line)
+    if not m:
+        return fix_line, "", False
+    return fix_line[m.end():], m.group("flag"), bool(m.group("neg"))
 
 
 def addressable(host: str) -> bool:
@@ -132,6 +152,7 @@ class Signature:
     severity: str
     consequence_of: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    remedy: str = ""  # a named remedy (distdoctor/fixes.py NAMED), added after fix for the node
 
     def matches(self, line: str) -> bool:
         return self.matches_normal(normal(line))
@@ -139,11 +160,12 @@ class Signature:
     def matches_normal(self, line: str) -> bool:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
-    def fix_for(self, host: str = "", rank: str | int = "", line: str = "") -> tuple[str, ...]:
-        """The fix lines with {host}, {rank}, {peer} and {port} (from the matched line) filled in; a
-        placeholder that cannot be filled is left visible rather than silently emptied. The
-        values come from a log, which anyone can write: only a plain host name, rank number or
-        address goes into a command."""
+    def fix_for(self, host: str = "", rank: str | int = "", line: str = "",
+                context: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """The fix lines that fit the log's context (see CONTEXTS), with {host}, {rank}, {peer}
+        and {port} (from the matched line) filled in; a placeholder that cannot be filled is left
+        visible rather than silently emptied. The values come from a log, which anyone can
+        write: only a plain host name, rank number or address goes into a command."""
         host, rank = str(host), str(rank)
         values = _Unfilled(host=host if addressable(host) else "{host}",
                            rank=rank if rank.isdigit() else "{rank}")
@@ -156,7 +178,13 @@ class Signature:
         job = self.field(line, "job")
         if job.isdigit():
             values["job"] = job
-        return tuple(fix_line.format_map(values) for fix_line in self.fix)
+        flags = frozenset(context) | line_context(line)
+        kept = []
+        for fix_line in self.fix:
+            text, flag, negated = condition(fix_line)
+            if not flag or (flag in flags) != negated:
+                kept.append(text.format_map(values))
+        return tuple(kept)
 
     def field(self, line: str, name: str) -> str:
         """The named group `name` of the first pattern that matches line with it, or ""."""
@@ -171,6 +199,9 @@ class Signature:
 
 def fix_problem(line: str) -> str | None:
     """Why a fix line would not work pasted into a shell, or None when it would."""
+    line, flag, _negated = condition(line)
+    if flag and flag not in CONTEXTS:
+        return f"unknown condition [{flag}] (one of {', '.join(CONTEXTS)})"
     if not line.strip():
         return "empty line"
     if line.startswith("# "):
@@ -265,6 +296,9 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             problem = fix_problem(line)
             if problem:
                 raise CatalogueError(f"{where}: fix line {line!r}: {problem}")
+        remedy = _field(entry, "remedy", where, required=False)
+        if remedy and remedy not in fixes.NAMED:
+            raise CatalogueError(f"{where}: remedy {remedy!r} is not one of {', '.join(sorted(fixes.NAMED))}")
         confirm = _field(entry, "confirm", where)
         if not (_CHECK_ID.match(confirm) or fix_problem(confirm) is None):
             raise CatalogueError(f"{where}: confirm {confirm!r} is neither a check id nor a command")
@@ -279,7 +313,7 @@ def parse(text: str, origin: str = "signatures.toml") -> list[Signature]:
             patterns=tuple(patterns), keywords=keywords, meaning=_field(entry, "meaning", where),
             fix=fix, confirm=confirm, sources=sources, severity=severity,
             consequence_of=_strings(entry, "consequence_of", where, required=False),
-            examples=examples,
+            examples=examples, remedy=remedy,
         ))
     for sig in out:
         for other in sig.consequence_of:
@@ -367,6 +401,24 @@ def match_line(text: str, path: str | None = None) -> Signature | None:
     return matcher(path).match(text)
 
 
+def remedy_lines(sig: Signature, host: str) -> str:
+    """The signature's named remedy for host, "" when it has none. A host a command cannot name
+    (the log gave none, or not a plain one) gets the remedy as comments for that node."""
+    name = getattr(sig, "remedy", "")  # a catalogue of another shape (a test's stand-in) may have none
+    if not name:
+        return ""
+    if addressable(host):
+        return remote.render_all(fixes.named(name, [host]))
+    text = remote.render_all(fixes.named(name))
+    return "\n".join(remote.comment(f"on {host or 'that node'}: {line.lstrip('# ')}") for line in text.splitlines())
+
+
+def _remedy_shown(sig: Signature) -> list[str]:
+    """The remedy's lines as the reference shows fix lines: for {host}."""
+    example = PLACEHOLDERS["host"][0]
+    return remedy_lines(sig, example).replace(example, "{host}").splitlines()
+
+
 def markdown(path: str | None = None) -> str:
     """The catalogue as a reference page (docs/log-signatures.md), in catalogue order."""
     catalogue = load(path)
@@ -382,7 +434,7 @@ def markdown(path: str | None = None) -> str:
                       f"Severity: **{sig.severity}**"
                       + (f" (after {', '.join(f'`{c}`' for c in sig.consequence_of)})" if sig.consequence_of else ""),
                       "", sig.meaning, "", "Matches: " + ", ".join(f"`{p.pattern}`" for p in sig.patterns), "",
-                      "Fix:", "", "```sh", *sig.fix, "```", "",
+                      "Fix:", "", "```sh", *sig.fix, *_remedy_shown(sig), "```", "",
                       f"Confirm: `{sig.confirm}` · Sources: "
                       + ", ".join(f"[{s}](https://github.com/{s.replace('#', '/issues/')})" for s in sig.sources), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distdoctor.api import fail, warn
+from distdoctor import fixes, remote
+from distdoctor.api import Fix, fail, warn
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
 
@@ -14,7 +15,7 @@ from distdoctor.nccltest import compare
 def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, list[Finding]]:
     """nccl when every rank has CUDA and NCCL, else gloo (with a note when only some have)."""
     notes: list[Finding] = []
-    cuda = [f.get("cuda_available") and f.get("nccl") for f in fps]
+    cuda = [f.get("cuda_available") and f.get("nccl.version") for f in fps]
     if forced:
         return forced, notes
     if all(cuda):
@@ -28,10 +29,10 @@ def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, l
 
 
 def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
-    without = [f for f in fps if not (f.get("cuda_available") and f.get("nccl"))]
+    without = [f for f in fps if not (f.get("cuda_available") and f.get("nccl.version"))]
     if not without:
         return None
-    builds = sorted({f"torch {f.get('torch')}" + (f" ({f['cuda_error']})" if f.get("cuda_error") else "")
+    builds = sorted({f"torch {f.get('torch.version')}" + (f" ({f['cuda_error']})" if f.get("cuda_error") else "")
                      for f in without})
     return fail(f"--backend nccl, but rank{'s' if len(without) > 1 else ''} "
                 f"{compare.rank_ranges(f['rank'] for f in without)} have no usable CUDA GPU with NCCL: "
@@ -44,7 +45,7 @@ def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
 def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     """gloo binds to the address the hostname resolves to unless GLOO_SOCKET_IFNAME is set; on a
     host whose name resolves to 127.0.0.1 the peers are told to connect to themselves."""
-    bad = [f for f in fps if not (f.get("env") or {}).get("GLOO_SOCKET_IFNAME")
+    bad = [f for f in fps if not f.get("env.GLOO_SOCKET_IFNAME")
            and f.get("hostname_addrs") and all(a.startswith("127.") or a == "::1" for a in f["hostname_addrs"])]
     if not bad or len({f["host"] for f in fps}) == 1 and len({f.get("address") for f in fps}) == 1:
         return None
@@ -52,12 +53,13 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     names = sorted(set(per_host.values()))
     # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
     # per node, not the union NCCL_SOCKET_IFNAME would take.
+    fix: Fix | list[Fix] | str
     if len(names) == 1:
-        fix = (f"export GLOO_SOCKET_IFNAME={names[0]}   # or map the hostname to the node's real address "
-               "in /etc/hosts")
+        fix = fixes.gloo_ifname(names[0], comment="on every node (or map the hostname to the node's real "
+                                                  "address in /etc/hosts)")
     elif names:  # each node exports its own interface's name
-        fix = "# export GLOO_SOCKET_IFNAME per node, before launching:\n" + "\n".join(
-            f"# on {h}: export GLOO_SOCKET_IFNAME={i}" for h, i in sorted(per_host.items()))
+        fix = [Fix(comment="export GLOO_SOCKET_IFNAME per node, before launching:")] + [
+            Fix(nodes=(h,), comment=remote.render(fixes.gloo_ifname(i))) for h, i in sorted(per_host.items())]
     else:
         fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
     return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "

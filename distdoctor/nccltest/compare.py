@@ -1,29 +1,38 @@
 """Cross-rank comparison of fingerprints: what should be identical across a job and is not.
 
-Pure: a list of fingerprints (see fingerprint.py) in, findings out. The agreement rules run on
-the shared comparison engine (distdoctor/compare.py): ranks are the members for per-rank facts,
-hosts for per-node ones. What is not a plain "must agree" (GPU visibility per rank, NCCL's own
-interface choice) stays here.
+Pure: a list of fingerprints (see fingerprint.py) in, findings out. The fingerprints name node
+facts as the inventory does, and the rules for them are the one table (crosscheck/rules.py) on
+the shared comparison engine: ranks are the members for per-rank facts, hosts for per-node ones.
+What is not a plain "must agree" (GPU visibility per rank, NCCL's own interface choice) stays here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from typing import Any, Iterable, Sequence
 
-from distdoctor.crosscheck import engine
-from distdoctor import remote
+from distdoctor import fixes
 from distdoctor.api import fail, ok, warn
-from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule
+from distdoctor.crosscheck import engine
+from distdoctor.crosscheck import rules as table
+from distdoctor.crosscheck.engine import DIFFER, Rule
 from distdoctor.text import rank_ranges
 from distdoctor.model import Finding, Status
-from distdoctor.nccl_socket import shell_word
+from distdoctor.remote import Fix
 
 __all__ = ["compare", "fingerprint_table", "ifname_covering", "rank_ranges", "node_key"]
 
-_RANK_FACTS = ("torch", "nccl", "cuda", "driver", "python", "distdoctor", "memlock_kib")
-_ENV_WHY = ("NCCL and gloo settings should be the same on every rank; a setting present on only some nodes "
-            "usually comes from a per-node profile or a job script that exports it on one host")
+# The node facts a fingerprint carries under the inventory's names, compared across ranks (each
+# rank's own process sees them) and across hosts (a node's GPUs). What each rule says, how bad it
+# is and its fix come from the one table, crosscheck/rules.py.
+_RANK_RULES = table.select("torch.version", "nccl.version", "torch.cuda", "gpu.driver", "python.version",
+                           "pip.distdoctor", "limits.memlock", "env.*")
+_HOST_RULES = table.select("gpu.model", "gpu.count")
+# Not a node fact: which GPU each rank drives, by host and UUID.
+_GPU_SLOT = Rule("gpu_slot", "GPU", DIFFER, Status.FAIL, "NCCL refuses two ranks on one GPU ('Duplicate GPU detected')",
+                 fix="# in the training script: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), and give "
+                     "every rank of a node the same CUDA_VISIBLE_DEVICES")
 
 
 def node_key(fp: dict[str, Any]) -> str:
@@ -48,92 +57,26 @@ class _Job:
         return (f"rank{'s' if len(ranks) > 1 else ''} {rank_ranges(ranks)} "
                 f"({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''})")
 
-    # --- fixes that depend on the values and hosts --------------------------------------------
+    def rules(self) -> tuple[Rule, ...]:
+        return (table.under_slurm(_RANK_RULES) if self.slurm else _RANK_RULES) + (_GPU_SLOT,)
 
-    def install_fix(self, package: str):
-        def fix(diff: engine.Difference) -> str:
-            hosts = self.hosts(diff.outliers)
-            if not remote.plain(diff.reference):
-                return f"# install one {package} version on {remote.shown(hosts)} and the rest (one image)"
-            return (remote.on(hosts, f"python3 -m pip install {package}=={diff.reference}")
-                    + "\n# or run every node from one image")
-        return fix
+    def remedy(self, diff: engine.Difference) -> tuple[Fix, ...]:
+        """The table's fix for a difference between ranks, addressed to their hosts."""
+        on_hosts = dataclasses.replace(
+            diff, outliers=tuple(self.hosts(diff.outliers)),
+            groups=tuple(engine.Group(g.value, tuple(self.hosts(g.members))) for g in diff.groups))
+        return engine.fix_for(on_hosts)
 
-    def memlock_fix(self, diff: engine.Difference) -> str:
-        # RDMA wants the limit unlimited, not the majority value. Under Slurm the tasks inherit it
-        # from slurmd, so the daemon's unit is what to change on the nodes that are short.
-        hosts = self.hosts(m for g in diff.groups if not _unlimited(g.value) for m in g.members)
-        if self.slurm:
-            return remote.on(hosts, "mkdir -p /etc/systemd/system/slurmd.service.d && "
-                             'printf "[Service]\\nLimitMEMLOCK=infinity\\n" > /etc/systemd/system/slurmd.service.d/memlock.conf '
-                             "&& systemctl daemon-reload && systemctl restart slurmd")
-        return (remote.on(hosts, 'echo "* - memlock unlimited" > /etc/security/limits.d/90-memlock.conf')
-                + "\n# then start the job's daemons/sessions again on those nodes")
-
-    def rules(self, env_names: Sequence[str]) -> tuple[Rule, ...]:
-        return (
-            Rule("torch", "torch version", AGREE, Status.FAIL,
-                 "ranks with different torch builds can disagree on the collective protocol and hang or crash",
-                 fix=self.install_fix("torch")),
-            Rule("nccl", "NCCL version", AGREE, Status.FAIL,
-                 "NCCL requires the same version on every rank; mixed versions hang at init or corrupt results"),
-            Rule("cuda", "CUDA version of the torch build", AGREE, Status.WARN,
-                 "different CUDA builds of torch usually mean different environments on the nodes"),
-            Rule("driver", "NVIDIA driver version", AGREE, Status.WARN,
-                 "a driver older than the CUDA runtime fails with 'CUDA driver version is insufficient'"),
-            Rule("python", "Python version", AGREE, Status.WARN,
-                 "different Python versions mean different environments per node"),
-            Rule("distdoctor", "distdoctor version", AGREE, Status.WARN, "the ranks run different distdoctor installs",
-                 fix=self.install_fix("distdoctor")),
-            Rule("memlock_kib", "locked-memory limit (ulimit -l, KiB)", AGREE, Status.WARN,
-                 "InfiniBand registers memory under this limit; a low value on some nodes makes only those fail",
-                 fix=self.memlock_fix),
-            Rule("gpu_slot", "GPU", DIFFER, Status.FAIL,
-                 "NCCL refuses two ranks on one GPU ('Duplicate GPU detected')",
-                 fix="# in the training script: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), and give "
-                     "every rank of a node the same CUDA_VISIBLE_DEVICES"),
-        ) + tuple(Rule(f"env.{name}", name, AGREE, Status.WARN, _ENV_WHY, fix=_env_fix(name))
-                  for name in env_names)
-
-    def members(self, env_names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def members(self, env_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        keys = [r.key for r in _RANK_RULES if not r.key.endswith("*")]
         members = {}
         for fp in self.fps:
-            facts = {k: fp.get(k) for k in _RANK_FACTS}
-            if _unlimited(facts["memlock_kib"]):
-                facts["memlock_kib"] = "unlimited"
+            facts = {k: fp.get(k) for k in keys}
             if fp.get("gpu_uuid"):
                 facts["gpu_slot"] = f"{node_key(fp)} {fp['gpu_uuid']}"
-            env = fp.get("env") or {}
-            facts.update({f"env.{name}": env.get(name, "") for name in env_names})
+            facts.update({k: fp.get(k, "") for k in env_keys})  # unset is a value: set on some ranks only
             members[str(fp.get("rank", 0))] = facts
         return members
-
-
-NODE_RULES = (
-    Rule("gpu_name", "GPU model", AGREE, Status.WARN,
-         "NCCL runs at the speed of the slowest GPU; mixed models are usually a scheduling mistake",
-         fix="# request one GPU type for the job: srun --gres=gpu:<type>:<count> ..."),
-    Rule("gpu_count", "GPU count per node", AGREE, Status.WARN,
-         "ranks per node usually equal GPUs per node; a node showing fewer GPUs has a failed GPU or a "
-         "different CUDA_VISIBLE_DEVICES"),
-)
-
-
-def _unlimited(value: Any) -> bool:
-    """memlock_kib is -1 for 'unlimited' (RLIM_INFINITY)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value < 0
-    return value is not None and engine.matches_expectation(value, "unlimited")
-
-
-def _env_fix(name: str):
-    def fix(diff: engine.Difference) -> str:
-        values = [g.value for g in diff.groups if g.value not in (None, "", engine.ABSENT)]
-        if len(values) == 1:
-            return (f"export {name}={shell_word(str(values[0]))}   # for every rank, before srun/mpirun (mpirun -x {name}); "
-                    f"or unset it where it is set")
-        return f"# set {name} to one value for every rank, before srun/mpirun (mpirun -x {name})"
-    return fix
 
 
 def ifname_covering(names: Iterable[str]) -> str:
@@ -143,11 +86,8 @@ def ifname_covering(names: Iterable[str]) -> str:
     return "=" + ",".join(chosen) if chosen else ""
 
 
-def _ifname_fix(names: Iterable[str]) -> str:
-    value = ifname_covering(names)
-    if not value:
-        return "# set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes (see `ip -br addr`)"
-    return f"export NCCL_SOCKET_IFNAME={shell_word(value)}"
+def _ifname_fix(names: Iterable[str]) -> Fix:
+    return fixes.socket_ifname(sorted(set(names)))
 
 
 def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
@@ -156,7 +96,7 @@ def _per_node_ifname(name: str, fps: Sequence[dict[str, Any]]) -> bool:
     if name not in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         return False
     for fp in fps:
-        value = (fp.get("env") or {}).get(name)
+        value = fp.get(f"env.{name}")
         own = fp.get("interface") or ""
         if not value or not own or value.startswith("^"):
             return False
@@ -196,23 +136,26 @@ def _nccl_interfaces(fps: Sequence[dict[str, Any]], route_by_node: dict) -> list
 
 def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
     job = _Job(fps)
-    env_names = [n for n in sorted({k for fp in fps for k in (fp.get("env") or {})}) if not _per_node_ifname(n, fps)]
+    env_keys = [k for k in sorted({k for fp in fps for k in fp if k.startswith("env.")})
+                if not _per_node_ifname(k[len("env."):], fps)]
     findings: list[Finding] = []
-    for diff in engine.compare(job.members(env_names), job.rules(env_names)):
+    for diff in engine.compare(job.members(env_keys), job.rules()):
         found = engine.to_finding(diff, noun="rank", names=job.ranks_on_hosts)
-        subject = diff.key[4:] if diff.key.startswith("env.") else diff.key
+        subject = diff.key[len("env."):] if diff.key.startswith("env.") else diff.key
         if diff.key == "gpu_slot":
             subject = job.host_of.get(diff.outliers[0], "?")
-        findings.append(Finding(found.status, found.summary, subject, found.explanation, found.fix, found.evidence))
+        findings.append(Finding(found.status, found.summary, subject, found.explanation, evidence=found.evidence,
+                                remedy=job.remedy(diff)))
 
     by_node: "OrderedDict[str, list[dict]]" = OrderedDict()
     for fp in job.fps:
         by_node.setdefault(node_key(fp), []).append(fp)
-    nodes = {node: {"gpu_name": members[0].get("gpu_name") or None, "gpu_count": members[0].get("gpu_count", 0)}
+    nodes = {node: {"gpu.model": members[0].get("gpu.model") or None, "gpu.count": members[0].get("gpu.count", 0)}
              for node, members in by_node.items()}
-    for diff in engine.compare(nodes, NODE_RULES):
+    for diff in engine.compare(nodes, _HOST_RULES):
         found = engine.to_finding(diff, noun="node")
-        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, found.fix, found.evidence))
+        findings.append(Finding(found.status, found.summary, diff.key, found.explanation, evidence=found.evidence,
+                                remedy=found.remedy))
 
     findings.extend(_gpu_visibility(job.fps, by_node))
 
@@ -241,22 +184,22 @@ def _gpu_visibility(fps: Sequence[dict[str, Any]], by_node: "OrderedDict[Any, li
     """The per-rank CUDA_VISIBLE_DEVICES mistakes: a local rank beyond the GPUs it can see
     ('invalid device ordinal'), and one GPU per rank, which keeps NCCL from CUDA IPC/P2P."""
     findings: list[Finding] = []
-    beyond = [fp for fp in fps if fp.get("cuda_available") and fp.get("local_rank", 0) >= fp.get("gpu_count", 0)]
+    beyond = [fp for fp in fps if fp.get("cuda_available") and fp.get("local_rank", 0) >= fp.get("gpu.count", 0)]
     if beyond:
         findings.append(fail(
             f"rank{'s' if len(beyond) > 1 else ''} {rank_ranges(fp['rank'] for fp in beyond)} would use GPU "
             f"{', '.join(sorted({str(fp.get('local_rank')) for fp in beyond}))} (its local rank) but see only "
-            f"{', '.join(sorted({str(fp.get('gpu_count')) for fp in beyond}))} GPU(s)",
+            f"{', '.join(sorted({str(fp.get('gpu.count')) for fp in beyond}))} GPU(s)",
             subject="local_rank", explanation="cuda:<local rank> does not exist there: 'invalid device ordinal'. "
             "Usually CUDA_VISIBLE_DEVICES is narrowed per rank (or --gpu-bind=per_task:1) while the script "
             "still selects the GPU by local rank",
             fix="unset CUDA_VISIBLE_DEVICES   # per rank; show a node's GPUs to all its ranks and call "
                 "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))",
-            evidence={"ranks": {str(fp["rank"]): {"local_rank": fp.get("local_rank"), "gpu_count": fp.get("gpu_count"),
+            evidence={"ranks": {str(fp["rank"]): {"local_rank": fp.get("local_rank"), "gpu.count": fp.get("gpu.count"),
                                                   "cuda_visible_devices": fp.get("cuda_visible_devices")}
                                 for fp in beyond}}))
     for node, members in by_node.items():
-        single = [m for m in members if m.get("cuda_available") and m.get("gpu_count") == 1]
+        single = [m for m in members if m.get("cuda_available") and m.get("gpu.count") == 1]
         visible = {m.get("cuda_visible_devices") for m in single}
         if len(single) > 1 and len(single) == len(members) and len(visible) == len(single):
             findings.append(warn(
@@ -271,6 +214,7 @@ def _gpu_visibility(fps: Sequence[dict[str, Any]], by_node: "OrderedDict[Any, li
 def fingerprint_table(fps: Sequence[dict[str, Any]]) -> dict[str, Any]:
     columns = ["rank", "host", "iface", "address", "torch", "nccl", "cuda", "driver", "gpu"]  # iface: routed
     rows = [[fp.get("rank"), fp.get("host"), fp.get("interface") or "?",
-             fp.get("address") or "?", fp.get("torch"), fp.get("nccl") or "-", fp.get("cuda") or "-",
-             fp.get("driver") or "-", fp.get("gpu_name") or "-"] for fp in sorted(fps, key=lambda f: f["rank"])]
+             fp.get("address") or "?", fp.get("torch.version"), fp.get("nccl.version") or "-",
+             fp.get("torch.cuda") or "-", fp.get("gpu.driver") or "-", fp.get("gpu.model") or "-"]
+            for fp in sorted(fps, key=lambda f: f["rank"])]
     return {"columns": columns, "rows": rows}

@@ -11,15 +11,11 @@ import re
 import sys
 from typing import Any
 
-from distdoctor import __version__
+from distdoctor import __version__, inventory
 from distdoctor.facts import Facts
 from distdoctor.nccltest.interface import Choice
 from distdoctor.nccltest.rendezvous import Identity
 
-# Environment variables that change how NCCL or gloo behave: they should be the same on every
-# rank (NCCL reads the same names from /etc/nccl.conf, which the comparison does not see).
-ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDA_DEVICE_ORDER", "UCX_",
-                "OMPI_MCA_btl_tcp_if")
 _DRIVER = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?([0-9][0-9.]*)")
 
 
@@ -30,24 +26,24 @@ def driver_version(proc_text: str | None) -> str:
 
 
 def _torch_facts(torch: Any, local_rank: int) -> dict[str, Any]:
-    facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
-                             "cuda_available": False, "gpu_count": 0, "gpu_name": "", "gpu_uuid": "",
-                             "nccl": ""}
+    facts: dict[str, Any] = {"torch.version": torch.__version__, "torch.cuda": torch.version.cuda or "",
+                             "cuda_available": False, "gpu.count": 0, "gpu.model": "", "gpu_uuid": "",
+                             "nccl.version": ""}
     try:
         import torch.distributed as dist
 
         if dist.is_nccl_available():
             version = torch.cuda.nccl.version()
-            facts["nccl"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+            facts["nccl.version"] = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
     except Exception:  # a CPU build has no NCCL: leave it empty
         pass
     try:
         if torch.cuda.is_available():
             facts["cuda_available"] = True
-            facts["gpu_count"] = torch.cuda.device_count()
-            if local_rank < facts["gpu_count"]:
+            facts["gpu.count"] = torch.cuda.device_count()
+            if local_rank < facts["gpu.count"]:
                 props = torch.cuda.get_device_properties(local_rank)
-                facts["gpu_name"] = props.name
+                facts["gpu.model"] = props.name
                 facts["gpu_uuid"] = str(getattr(props, "uuid", ""))
     except Exception as exc:  # a broken driver must be reported, not crash the fingerprint
         facts["cuda_error"] = str(exc)[:300]
@@ -92,19 +88,22 @@ def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]
     facts = Facts(host)
     memlock = facts.memlock.soft
     shm = facts.shm.total
+    # Facts about the node under the inventory's names (docs/inventory.md), so that they are
+    # compared by the same rules as `check`'s node reports (crosscheck/rules.py); the rest
+    # (rank, interface, prediction) is this test's own.
     fp: dict[str, Any] = {
         "rank": ident.rank, "local_rank": ident.local_rank, "world_size": ident.world_size,
-        "host": host.hostname(), "boot_id": boot_id, "pid": host.pid(),
+        "host": host.hostname(), "host.boot_id": boot_id, "pid": host.pid(),
         "interface": choice.name, "address": choice.address,
         "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
-        "driver": driver, "python": host.python_version(), "distdoctor": __version__,
-        "memlock_kib": memlock if memlock < 0 else memlock // 1024,
-        "shm_bytes": shm,
+        "gpu.driver": driver, "python.version": host.python_version(), "pip.distdoctor": __version__,
+        "limits.memlock": "unlimited" if memlock < 0 else memlock,
+        "shm.size": shm,
         "slurm": {k: env.get(v, "") for k, v in (("job", "SLURM_JOB_ID"), ("step", "SLURM_STEP_ID"),
                                                   ("node", "SLURMD_NODENAME"), ("node_id", "SLURM_NODEID"))},
-        "env": {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)},
         "executable": sys.executable,
     }
+    fp.update(inventory.compared_env(env))
     fp.update(_torch_facts(torch, ident.local_rank))
     fp.update(nccl_prediction(facts, choice.name))
     return fp

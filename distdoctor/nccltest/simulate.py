@@ -139,7 +139,7 @@ def hostname(h: int) -> str:
 
 def fingerprint(rank: int, host: int, nccl: str = "2.21.5") -> dict[str, Any]:
     return {"rank": rank, "host": hostname(host), "address": f"10.{host // 250}.{host % 250}.1",
-            "torch": "2.13.0", "nccl": nccl, "cuda": "12.4", "driver": "550.54.15"}
+            "torch.version": "2.13.0", "nccl.version": nccl, "torch.cuda": "12.4", "gpu.driver": "550.54.15"}
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 
 from distdoctor.model import CheckRun, Report, Status
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 def run_to_dict(run: CheckRun) -> dict[str, Any]:

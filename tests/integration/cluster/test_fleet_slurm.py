@@ -86,7 +86,7 @@ def test_a_real_mtu_difference_is_named_with_its_node_and_fix(slurm_cluster, tmp
             pytest.skip("node reports carry no inventory yet")
         diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "net.if.eth0.mtu")
         assert diff["outliers"] == "node2" and diff["reference"] == 1500
-        assert diff["fix"] == "ssh node2 ip link set dev eth0 mtu 1500"
+        assert diff["fix"].splitlines()[0] == "ssh node2 ip link set dev eth0 mtu 1500"
         assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
     finally:
         slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)

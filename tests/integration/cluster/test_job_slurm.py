@@ -88,7 +88,7 @@ def test_the_job_report_names_the_node_with_another_mtu(slurm_cluster, job_env):
         doc = load_report(proc.stdout)
         diff = next(d for d in doc["cluster"]["differences"] if d["fact"] == "net.if.eth0.mtu")
         assert diff["outliers"] == "node2" and diff["reference"] == 1500
-        assert diff["fix"] == "ssh node2 ip link set dev eth0 mtu 1500"
+        assert diff["fix"].splitlines()[0] == "ssh node2 ip link set dev eth0 mtu 1500"
         assert doc["nodes"]["node2"]["outlier_in"] == ["net.if.eth0.mtu"]
         assert proc.returncode == 1
     finally:

@@ -47,7 +47,8 @@ def test_mtu_difference_fix_sets_the_interface_mtu_on_the_odd_node():
     view = cluster.build(fleet(4, gpu003={"net.if.eth0.mtu": 1500}))
     (finding,) = _runs(view)["cluster.facts-agree"].findings
     assert finding.summary.startswith("MTU of eth0 differs: 1500 on gpu003")
-    assert finding.fix == "ssh gpu003 ip link set dev eth0 mtu 9000"
+    assert finding.fix.splitlines()[0] == "ssh gpu003 ip link set dev eth0 mtu 9000"
+    assert finding.fix.splitlines()[1].startswith("# lasts until a reboot")
 
 
 def test_an_interface_only_some_nodes_have_is_not_a_difference():
@@ -197,10 +198,18 @@ def test_a_tie_has_no_reference_and_no_command_is_built_from_one():
 
 
 def test_every_node_rule_command_runs_as_printed_on_its_node():
-    """The `run=` commands are what ssh or clush hands a node's shell: each lints clean there."""
+    """What ssh or clush hands a node's shell (each rule's `run=` command and the records its fix
+    builds) lints clean there."""
     from distdoctor import fixlint
+    from distdoctor.crosscheck import engine
 
-    commands = [r.run for r in cluster.NODE_RULES if isinstance(r.run, str) and r.run]
-    assert len(commands) >= 8
-    for command in commands:
-        assert fixlint.lint(command.replace("{reference}", "68719476736"), on_node=True) == [], command
+    scripts = []
+    for rule in cluster.NODE_RULES:
+        key = rule.key.replace("*", "eth0")
+        diff = engine.Difference(rule.for_key(key), (engine.Group(68719476736, ("gpu001", "gpu002")),
+                                                     engine.Group(1024, ("gpu003",))),
+                                 reference=68719476736, outliers=("gpu003",), total=3)
+        scripts += [" && ".join(r.commands) for r in engine.fix_for(diff) if r.nodes and r.commands]
+    assert len(scripts) >= 8
+    for script in scripts:
+        assert fixlint.lint(script, on_node=True) == [], script

@@ -24,7 +24,19 @@ def test_a_rank_on_another_nccl_version_fails_and_names_its_host(tmp_path):
     assert len(bad) == 1
     assert bad[0].summary == ("NCCL version differs: 2.18.1+cuda12.1 on rank 3 on gpu3 "
                               "(the other 3 ranks have 2.21.5+cuda12.4)")
-    assert bad[0].fix.startswith("# on gpu3: install the NCCL the other ranks use (2.21.5+cuda12.4)")
+    # the one table's fix (crosscheck/rules.py), addressed to the rank's host
+    assert bad[0].fix == "# install NCCL 2.21.5+cuda12.4 on gpu3 (or run every node from one image)"
+
+
+def test_the_cuda_driver_a_log_shows_is_published_as_the_inventory_writes_it(tmp_path):
+    pre = "{r}: gpu{r}:10{r}:10{r} [0] NCCL INFO "
+    text = "".join(_rank(r, f"gpu{r}") + pre.format(r=r) + f"cudaDriverVersion {12040 if r < 2 else 12020}\n"
+                   for r in range(3))
+    setup = _setup(tmp_path, text)
+    (driver,) = [f for f in setup.findings if f.subject == "cuda.driver"]
+    assert driver.status is Status.WARN
+    assert driver.summary == "CUDA version the driver supports differs: 12.2 on rank 2 on gpu2 (the other 2 ranks have 12.4)"
+    assert driver.fix == "# upgrade the NVIDIA driver on gpu2 to one that supports CUDA 12.4 (or run every node from one image)"
 
 
 def test_the_version_in_torchs_error_summary_is_not_a_setup_fact(tmp_path):
@@ -42,7 +54,8 @@ def test_one_rank_over_a_veth(tmp_path):
         3, "gpu3", socket="[0]ens5:10.0.0.{n}<0> [1]veth75fa783:fe80::1%veth75fa783<0>")
     setup = _setup(tmp_path, text)
     warn = [f for f in setup.findings if f.status == Status.WARN]
-    assert [f.summary for f in warn] == ["NCCL's socket on rank 3 on gpu3 uses veth75fa783 (veth)"]
+    # judged by its address (link-local), as the live checks do, not by its name
+    assert [f.summary for f in warn] == ["NCCL's socket on rank 3 on gpu3 uses veth75fa783 (link-local address)"]
     assert warn[0].fix.splitlines() == ["# on gpu3: keep NCCL on ens5", "export NCCL_SOCKET_IFNAME='=ens5'"]
 
 

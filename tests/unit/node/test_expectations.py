@@ -69,7 +69,8 @@ def test_each_mismatch_fails_naming_the_fact_with_its_fix():
     assert result.status is Status.FAIL
     shm = by["shm.size"]
     assert shm.status is Status.FAIL and shm.summary == "shm.size = 67108864, expected >= 1073741824"
-    assert shm.fix.startswith("mount -o remount,size=1073741824 /dev/shm   # on gpu-a01")
+    assert shm.fix.startswith("# as root on gpu-a01: ")
+    assert shm.fix.splitlines()[1] == "mount -o remount,size=1073741824 /dev/shm"
     assert shm.evidence["source"] == "site.toml:3"
     driver = by["gpu.driver"]
     assert driver.summary == "gpu.driver = 565.57.01, expected 550.127.05" and "550.127.05" in driver.fix
@@ -132,4 +133,4 @@ def test_one_cause_is_one_finding_and_fixes_name_the_judged_node():
     cfg.expect = {"shm.size": ">= 1073741824"}
     facts = Facts(gpu_node(), cfg, options={"node": "nwcnode1"})
     [judged] = run_checks([node.expectations], lambda info: Context(facts, info.params), jobs=1, total_timeout=30)
-    assert "# on nwcnode1" in judged.findings[0].fix and "gpu-a01" not in judged.findings[0].fix
+    assert "on nwcnode1" in judged.findings[0].fix and "gpu-a01" not in judged.findings[0].fix

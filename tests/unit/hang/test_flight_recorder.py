@@ -1,0 +1,154 @@
+"""Flight Recorder dumps written by torch 2.13 (gloo, CPU) through the restricted reader, matched
+across ranks; malicious, truncated, huge, stale and foreign files each a clear finding."""
+
+import os
+import pickle
+
+import pytest
+
+from distdoctor.hang import collect, flightrec, frmatch, verdict
+from distdoctor.model import Status
+from tests.conftest import data_path
+from tests.unit.hang.fakeproc import proc_host
+
+
+def dump(name: str) -> bytes:
+    with open(data_path("flight_recorder", name), "rb") as fh:
+        return fh.read()
+
+
+def traces(mode: str, fmt: str) -> dict[int, dict]:
+    return {r: flightrec.summarise(flightrec.loads(dump(f"{mode}_{fmt}_rank{r}"))) for r in range(4)}
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_skipped_collective_names_its_sequence_number_and_the_missing_rank(fmt):
+    m = frmatch.match(traces("skip", fmt))
+    assert [(u.pg, u.seq, u.op, u.entered, u.missing) for u in m.unmatched] == [("0", 4, "all_reduce", [0, 2, 3], [1])]
+    assert m.desyncs == []
+
+
+@pytest.mark.parametrize("fmt", ["pickle", "json"])
+def test_a_different_collective_on_one_rank_is_a_desync(fmt):
+    m = frmatch.match(traces("desync", fmt))
+    assert m.unmatched == []
+    (d,) = m.desyncs
+    assert (d.seq, d.majority, d.majority_ranks, d.odd) == (4, ("all_reduce", "[[4]]"), [0, 2, 3],
+                                                            {("broadcast", "[[4]]"): [1]})
+
+
+class Boom:
+    def __reduce__(self):
+        return (os.system, ("touch /nonexistent-dir/should-not-run",))
+
+
+class Marker:
+    """Would create a file if its reduce ran: the test checks it was not created."""
+
+    path = ""
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_malicious_pickle_is_refused_and_never_runs(tmp_path):
+    Marker.path = str(tmp_path / "ran")
+    for payload in (pickle.dumps({"version": "2.10", "entries": [Marker()]}, protocol=2),
+                    pickle.dumps({"version": "2.10", "entries": [Boom()]}, protocol=4),
+                    b"\x80\x02" + pickle.dumps(Marker(), protocol=0)):
+        with pytest.raises(flightrec.NotADump, match="plain data|does not load"):
+            flightrec.loads(payload)
+    assert not os.path.exists(Marker.path)
+
+
+def test_plain_data_still_loads_through_the_restricted_reader():
+    doc = {"version": "2.10", "entries": [{"collective_seq_id": 1, "process_group": ("0", "default_pg"),
+                                            "x": [1.5, None, True, b"raw"]}], "pg_status": {}}
+    assert flightrec.loads(pickle.dumps(doc, protocol=5)) == doc
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"", "empty"), (b"hello", "neither"), (b"{\"version\": 1, \"entries\": [", "does not parse"),
+    (b"[1,2]", "neither"), (b"{\"entries\": []}", "not a Flight Recorder dump"),
+])
+def test_garbage_is_not_a_dump(data, why):
+    with pytest.raises(flightrec.NotADump, match=why):
+        flightrec.loads(data)
+
+
+def test_a_truncated_real_dump_is_not_a_dump():
+    data = dump("skip_pickle_rank0")
+    with pytest.raises(flightrec.NotADump, match="truncated"):
+        flightrec.loads(data[: len(data) // 2])
+
+
+ENV = {"WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "run1", "TORCH_FR_BUFFER_SIZE": "2000",
+       "TORCH_FR_DUMP_TEMP_FILE": "/scratch/fr/trace_"}
+
+
+def fr_host(files: dict, mtimes: dict | None = None, env: dict | None = None, sigblk: str = "0000000000000000"):
+    procs = {1000 + r: {"env": {**(env or ENV), "RANK": str(r), "LOCAL_RANK": str(r)}, "ppid": 999, "sigblk": sigblk}
+             for r in range(4)}
+    procs[999] = {"env": {}, "cmdline": ["/usr/bin/python3", "/usr/bin/torchrun"]}
+    # booted at t=1,699,000,000; the ranks started 1000 ticks (10 s) later
+    return proc_host(procs, files={"/proc/stat": "cpu 1 2 3\nbtime 1699000000\n", **files}, mtimes=mtimes or {},
+                     hostname="n1")
+
+
+def fr_findings(host) -> list:
+    runs = {r.id: r for r in verdict.runs([collect.snapshot(host)], "n1")}
+    return runs["hang.flight-recorder"]
+
+
+def test_the_verdict_names_the_rank_that_did_not_enter():
+    host = fr_host({f"/scratch/fr/trace_{r}": dump(f"skip_pickle_rank{r}") for r in range(4)})
+    run = fr_findings(host)
+    assert run.status == Status.FAIL
+    assert run.findings[0].summary == ("collective #4 (all_reduce) of process group 0 was entered by 3 ranks but not "
+                                       "by rank 1 on n1 (pid 1001)")
+
+
+def test_the_verdict_names_the_desynced_rank():
+    host = fr_host({f"/scratch/fr/trace_{r}": dump(f"desync_json_rank{r}") for r in range(4)})
+    run = fr_findings(host)
+    assert run.findings[0].summary == ("desync at collective #4 of process group 0: rank 1 on n1 (pid 1001) ran "
+                                       "broadcast [[4]] where 3 ranks ran all_reduce [[4]]")
+
+
+def test_stale_huge_foreign_and_malicious_files_are_named_not_used():
+    files = {f"/scratch/fr/trace_{r}": dump(f"skip_pickle_rank{r}") for r in range(4)}
+    files["/scratch/fr/trace_0"] = pickle.dumps({"version": "2.10", "entries": [Boom()]})
+    files["/scratch/fr/trace_3"] = b"\x80" + b"\0" * (flightrec.MAX_BYTES + 1)
+    foreign = pickle.loads(dump("skip_pickle_rank2"))
+    foreign["pg_config"][""]["ranks"] = "[0, 1, 2, 3, 4, 5, 6, 7]"
+    files["/scratch/fr/trace_2"] = pickle.dumps(foreign)
+    host = fr_host(files, mtimes={"/scratch/fr/trace_1": 1_699_000_000.0})  # before the rank started
+    run = fr_findings(host)
+    said = " | ".join(f.summary for f in run.findings)
+    assert "rank 0 on n1 (pid 1000): Flight Recorder dump /scratch/fr/trace_0 not used: a pickle that is not plain" in said
+    assert "trace_1 not used: written 10 s before this rank started" in said
+    assert "trace_2 not used: its largest process group has 8 ranks, this job 4" in said
+    assert "trace_3 not used: 64 MiB, over the 64 MiB read limit" in said
+    assert run.status == Status.WARN
+
+
+def test_not_enabled_says_how_to_enable_it_and_missing_dumps_say_how_they_come():
+    env = {k: v for k, v in ENV.items() if k != "TORCH_FR_BUFFER_SIZE"}
+    run = fr_findings(fr_host({}, env=env))
+    assert (run.status, run.findings[0].fix) == (Status.SKIP, "export TORCH_FR_BUFFER_SIZE=2000")
+    run = fr_findings(fr_host({}, env={**ENV, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/scratch/fr/pipe_"}))
+    assert run.findings[0].summary == "no Flight Recorder dump yet for 4 ranks (e.g. /scratch/fr/trace_0)"
+    assert run.findings[0].fix.splitlines()[0] == "sh -c 'echo 1 > /scratch/fr/pipe_0.pipe'"
+
+
+def test_default_dump_path_follows_the_cache_folder():
+    assert flightrec.dump_path({}, 3, "/home/u") == "/home/u/.cache/torch/comm_lib_trace_rank_3"
+    assert flightrec.dump_path({"XDG_CACHE_HOME": "/c"}, 3, "/h") == "/c/torch/comm_lib_trace_rank_3"
+    assert flightrec.dump_path({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/d/t_"}, 0, "/h") == "/d/t_0"
+
+
+def test_kill_usr1_is_offered_only_where_the_ranks_wait_for_it():
+    run = fr_findings(fr_host({}))
+    assert "kill" not in run.findings[0].fix  # default SIGUSR1 action ends the process
+    run = fr_findings(fr_host({}, sigblk="0000000000000200"))
+    assert run.findings[0].fix == "kill -USR1 1000 1001 1002 1003"

@@ -26,7 +26,7 @@ _OLD_ONE = re.compile(r"\bNET ?: Using interface (?P<rest>\S+)")
 _OLD_COUNT = re.compile(r"\bNET/Socket ?: (?P<n>\d+) interfaces? found")
 _IB = re.compile(r"\bNET/IB ?: Using (?P<rest>\[\d+\].*)$")
 _IB_OLD_DEV = re.compile(r"\bNET/IB ?: \[(?P<i>\d+)\] (?P<dev>[^\s:]+):(?P<port>\d+)/(?P<ll>\S+)")
-_IB_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[^\s:]+):(?P<port>\d+)/(?P<ll>[A-Za-z]+)")
+_IB_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[^\s:\[]+):(?P<port>\d+)/(?P<ll>[A-Za-z]+)")
 _SIDEBAND = re.compile(r"\bNET/IB ?: Using interface (?P<if>\S+) for sideband communication")
 _WARN = re.compile(r"\bNCCL WARN (?P<text>.*)$|^(?:\S+ )?WARN (?P<old>.*)$")
 

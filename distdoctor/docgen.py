@@ -1,7 +1,6 @@
 """Writes the check reference (docs/checks.md) from the checks' own metadata.
 
     python -m distdoctor.docgen > docs/checks.md
-    python -m distdoctor.docgen manifest > checks/manifest.json
     python -m distdoctor.docgen inventory > docs/inventory.md
     python -m distdoctor.docgen signatures > docs/log-signatures.md
 
@@ -9,7 +8,6 @@ A test fails when the committed file differs from what this prints."""
 
 from __future__ import annotations
 
-import json
 import sys
 from itertools import groupby
 from typing import Any
@@ -22,17 +20,6 @@ def _builtin_pack() -> Any:
     """The built-in pack (through the registry, which finds it in a source tree too), never a
     site pack installed on the writer's machine."""
     return registry._load_uninstalled_builtin()
-
-
-def manifest() -> str:
-    """In the pack's order, not by id: CHECKS keeps the order it had when built by importing,
-    which is the order in which `log` runs pasted output's checks and reports them."""
-    pack = _builtin_pack()
-    # From the modules themselves (modules by name, then each one's CHECKS), not the manifest.
-    entries = [{**pack.metadata(info), "module": module} for module, info in pack._from_modules()]
-    # ASCII only, so that the file does not depend on the writer's locale.
-    return json.dumps({"generated_by": pack.REGENERATE, "modules": pack.module_hashes(), "checks": entries},
-                      indent=2, allow_nan=False) + "\n"
 
 
 def reference() -> str:
@@ -99,11 +86,14 @@ def inventory_markdown() -> str:
 if __name__ == "__main__":
     if sys.argv[1:] == ["inventory"]:
         sys.stdout.write(inventory_markdown())
-    elif sys.argv[1:] == ["manifest"]:
-        sys.stdout.write(manifest())
     elif sys.argv[1:] == ["signatures"]:
         from distdoctor.logs import signatures
 
         sys.stdout.write(signatures.markdown())
+    elif sys.argv[1:]:
+        # Never the reference under another name: `docgen manifest > checks/manifest.json`, from
+        # before the manifest went, would have written markdown into a JSON file.
+        gone = " (the check manifest is gone: nothing to regenerate)" if sys.argv[1:] == ["manifest"] else ""
+        sys.exit(f"python -m distdoctor.docgen [inventory|signatures]: unknown {' '.join(sys.argv[1:])!r}{gone}")
     else:
         sys.stdout.write(reference())

@@ -1,6 +1,11 @@
 """Lints a finding's fix: every fix must be shell that runs as printed, or a comment.
 
-Pure: text in, problems out. The one question about the machine (does this path exist?) is a
+A fix is a record (remote.Fix): its nodes say where its commands run, so lint_record lints a
+record for nodes as the script their shells run, and a record for here as the lines it prints;
+nothing is guessed back from an `ssh` line. Fixes given as text (a pack's `fix="..."`, a report
+read back) are linted as printed, `ssh`/`clush` lines unwrapped.
+
+Pure: records and text in, problems out. The one question about the machine (does this path exist?) is a
 function the caller passes. The suite runs this over every fix any scenario produces
 (tests/conftest.py), so a new check cannot print prose as a command.
 
@@ -20,6 +25,8 @@ from __future__ import annotations
 import re
 import shlex
 from typing import Callable, Iterable
+
+from distdoctor.remote import Fix, render, script
 
 # Commands a fix may start with: tools a cluster user has, by name (PATH lookups would make the
 # linter depend on the machine it runs on).
@@ -265,12 +272,42 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None, on_node: bo
     return problems
 
 
-def lint_all(fixes: Iterable[str], path_exists: Callable[[str], bool] | None = None) -> dict[str, list[str]]:
-    """{fix: problems} for the fixes that have any."""
-    found: dict[str, list[str]] = {}
+def lint_record(fix: Fix, path_exists: Callable[[str], bool] | None = None) -> list[str]:
+    """Problems with one record. Its nodes say where its commands run, so nothing is guessed
+    from the printed lines: a record for nodes has its script linted as run there (no path of
+    this machine asked about, no `# on NODE` needed before a firewall change); a record for here
+    is linted as the lines it prints."""
+    problems: list[str] = []
+    if not fix:
+        return [f"{fix!r}: a record with neither a command nor a comment"]
+    if "\n" in fix.comment:
+        problems.append(f"{fix.comment!r}: a comment is one line (the next would run as a command)")
+    if not fix.nodes:
+        return problems + lint(render(fix), path_exists)
+    for command in fix.commands:
+        if "\n" in command:
+            problems.append(f"{command!r}: one command per step; a newline in it ends the script on the node")
+        if command.lstrip().startswith("#"):
+            problems.append(f"{command!r}: a comment among a node's commands comments out the steps joined "
+                            f"after it; give it as the record's comment")
+        words = _words(command)
+        if not isinstance(words, str) and words and words[0] in ("ssh", "clush", "pdsh") \
+                or command.startswith("srun -w"):
+            problems.append(f"{command!r}: addressed twice: the record's nodes already say where it runs")
+    return problems + lint(script(fix), on_node=True)
+
+
+def lint_any(fix: str | Fix, path_exists: Callable[[str], bool] | None = None) -> list[str]:
+    """A record, or a fix given as text (a pack's own, or a report's `fix`)."""
+    return lint_record(fix, path_exists) if isinstance(fix, Fix) else lint(fix, path_exists)
+
+
+def lint_all(fixes: Iterable[str | Fix], path_exists: Callable[[str], bool] | None = None) -> dict[str | Fix, list[str]]:
+    """{fix: problems} for the fixes (records or text) that have any."""
+    found: dict[str | Fix, list[str]] = {}
     for fix in fixes:
         if fix and fix not in found:
-            problems = lint(fix, path_exists)
+            problems = lint_any(fix, path_exists)
             if problems:
                 found[fix] = problems
     return found

@@ -41,6 +41,7 @@ class FakeHost:
                  gateways: Mapping[str, list[tuple[str, str]]] | None = None,
                  resolve: Mapping[str, Sequence[str] | str] | None = None,
                  connect: Mapping[tuple[str, int], str] | None = None,
+                 conversations: Mapping[tuple[str, int], Any] | None = None,
                  distributions: Mapping[str, Distribution] | None = None,
                  cpu_affinity: Sequence[int] | None = None,
                  cpu_count: int = 8,
@@ -67,6 +68,8 @@ class FakeHost:
         self._gateways = dict(gateways or {})
         self._resolve = dict(resolve or {})
         self._connect = dict(connect or {})
+        # (host, port) -> replies (list), an error text, or a callable of the lines sent
+        self.conversations = dict(conversations or {})
         self._distributions = dict(distributions or {})
         self._affinity = list(cpu_affinity if cpu_affinity is not None else range(cpu_count))
         self._cpu_count = cpu_count
@@ -197,6 +200,15 @@ class FakeHost:
 
     def can_bind(self, address: str, port: int) -> str:
         return ""
+
+    def converse(self, host: str, port: int, lines, timeout: float = 5.0, max_bytes: int = 16 * 1024 * 1024):
+        self.calls.append(("converse", host, str(port), *lines))
+        answer = self.conversations.get((host, port), "refused")
+        if callable(answer):
+            answer = answer(list(lines))
+        if isinstance(answer, str):
+            return [], answer
+        return list(answer), ""
 
     def net_if_addrs(self):
         return {k: list(v) for k, v in self.if_addrs.items()}

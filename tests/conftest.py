@@ -70,20 +70,28 @@ def load_report(text: str) -> dict:
             _SCHEMA = json.load(fh)
     doc = json.loads(text)
     jsonschema.validate(doc, _SCHEMA)
+    from distdoctor.remote import Fix
+
     for check in doc.get("checks", []):
         for finding in check.get("findings", []):
-            record_fix(finding.get("fix", ""))
+            if finding.get("remedy"):  # the records the fix was printed from: lint them, not the print
+                for r in finding["remedy"]:
+                    record_fix(Fix(tuple(r["commands"]), tuple(r["nodes"]), r["comment"]))
+            else:
+                record_fix(finding.get("fix", ""))
     return doc
 
 
 # Every fix the product prints is linted (distdoctor/fixlint.py) at the end of the session:
-# fixes made in this process by distdoctor's own code (checks, engine, nccl-test) and fixes in
-# every JSON report a test reads back from a real run. A console "How to fix" that shows the
-# same fix twice is reported too.
+# fixes made in this process by distdoctor's own code (checks, engine, nccl-test), seen as each
+# finding is made (model.FIX_WATCHERS), and fixes in every JSON report a test reads back from a
+# real run. A fix made of records is linted as records (fixlint.lint_record: each knows its
+# nodes); one given as text, as printed. A console "How to fix" that shows the same fix twice is
+# reported too.
 _PRODUCT_DIRS = (os.path.join(REPO, "checks") + os.sep, os.path.join(REPO, "distdoctor") + os.sep)
 _NOT_AUTHORS = tuple(os.path.join(REPO, "distdoctor", name) for name in ("model.py", "api.py", "engine.py"))
 _TESTS_DIR = os.path.join(REPO, "tests") + os.sep
-FIXES: dict[str, set[str]] = {}  # fix -> the tests that produced it
+FIXES: dict = {}  # fix (a Fix record, or text) -> the tests that produced it
 DUPLICATE_FIXES: list[tuple[str, str]] = []  # (test, fix shown twice)
 
 
@@ -91,7 +99,7 @@ def _current_test() -> str:
     return os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
 
 
-def record_fix(fix: str) -> None:
+def record_fix(fix) -> None:
     if fix:
         FIXES.setdefault(fix, set()).add(_current_test())
 
@@ -110,7 +118,8 @@ def _authored_by_product() -> bool:
 
 def _record_product_fix(finding) -> None:
     if _authored_by_product():
-        record_fix(finding.fix)
+        for record in finding.remedy or (finding.fix,):
+            record_fix(record)
 
 
 def _install_fix_recorder() -> None:

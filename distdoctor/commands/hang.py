@@ -33,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--pids", type=_pids, metavar="PID,...", help="these processes (default: every rank on this node)")
     where.add_argument("--job", metavar="ID", help="every node of this running Slurm job (through srun --jobid ID --overlap)")
+    where.add_argument("--hosts", action="append", default=[], metavar="HOSTS",
+                       help="every rank on these hosts, over ssh (names or hostlist expressions, comma-separated)")
+    parser.add_argument("--fanout", type=limits.arg_count(limits.MAX_JOBS), default=64,
+                        help="ssh connections at once with --hosts (default 64)")
+    parser.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
+                        help="extra ssh option with --hosts, e.g. -F ~/.ssh/cluster_config (repeatable)")
+    parser.add_argument("--distdoctor", metavar="COMMAND", default="python3 -m distdoctor",
+                        help="how to run distdoctor on the hosts (default: python3 -m distdoctor)")
     parser.add_argument("--native", action="store_true",
                         help="C/C++ frames too (py-spy --native: pauses each rank for the length of its dump)")
     parser.add_argument("--timeout", type=limits.arg_seconds, default=10.0,
@@ -61,7 +69,22 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         write_output(json.dumps(doc, separators=(",", ":")) + "\n", None, out.fd)
         return 0
     missing: list[tuple[str, str, str]] = []
-    if args.job:
+    if args.hosts:
+        import shlex
+
+        from distdoctor import hostlist
+        from distdoctor.hang import gather
+
+        try:
+            names = [h for value in args.hosts for part in value.split(",") if part.strip()
+                     for h in hostlist.expand(part.strip())]
+        except hostlist.HostlistError as exc:
+            raise UsageError(f"--hosts: {exc}") from None
+        if not names:
+            raise UsageError("--hosts names no host")
+        snapshots, missing = gather.hosts(host, names, args.timeout, shlex.split(args.distdoctor), native=args.native,
+                                          fanout=args.fanout, ssh_options=args.ssh_option)
+    elif args.job:
         from distdoctor.hang import gather
 
         snapshots, missing = gather.job(host, args.job, args.timeout, native=args.native)

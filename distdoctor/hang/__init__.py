@@ -6,6 +6,8 @@
     ptrace.py      whether this process may read other processes' memory at all
     flightrec.py   torch Flight Recorder dumps: a restricted unpickler and the JSON form
     frmatch.py     Flight Recorder traces across ranks: the first collective not every rank entered, desyncs
+    ras.py         NCCL RAS: version gate (ras.toml), two queries, text and JSON parsed
+    rasreport.py   RAS's answers to findings: missing ranks, the group that is behind
     grouping.py    ranks grouped by stack: the wave and the outliers
     collect.py     one node's snapshot (the part that runs on every node)
     gather.py      --job: every node's snapshot through srun --jobid ID --overlap

@@ -8,6 +8,7 @@ the whole collection under `budget`; a rank not done by then is reported as such
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -29,29 +30,35 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
     after = procstate.read_stat(host, rank.pid)
     if after is not None and after.start_ticks != rank.start_ticks:
         after = None  # the pid was reused by another process
+    try:
+        usr1 = procstate.usr1_disposition(host.read_text(f"/proc/{rank.pid}/status", max_bytes=16384) or "") \
+            if after else ""
+    except OSError:
+        usr1 = ""
     return {"stack": dump.to_dict(), "state": {
         "alive": after is not None and after.state not in ("Z", "X"),
         "state": after.state if after else "",
         "wchan": procstate.read_wchan(host, rank.pid) if after else "",
         "threads": after.threads if after else 0,
+        "usr1": usr1,
         "cpu_percent": procstate.cpu_percent(before, after, max(CPU_WINDOW, time.monotonic() - started)),
     }}
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,
-             budget: float = 8.0, node_name: str | None = None) -> dict[str, Any]:
+             budget: float = 8.0, node_name: str | None = None,
+             query_ras: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     found = discovery.discover(host, pids=pids, job=job, node_name=node_name)
     permission = ptrace.check(host, [r.pid for r in found.ranks])
     pyspy = stacks.find_pyspy(host)
     dump_timeout = max(1.0, min(stacks.DUMP_TIMEOUT, budget - 1.0))
-    pending = {}
+    pending: dict[int, bounded.Pending[dict]] = {}
     t0 = time.monotonic()
     for rank in found.ranks:
         before = procstate.read_stat(host, rank.pid)
-        pending[rank.pid] = bounded.start(
-            lambda rank=rank, before=before: _read_rank(host, rank, pyspy, native, dump_timeout, before, t0),
-            name=f"hang pid {rank.pid}")
+        pending[rank.pid] = bounded.start(functools.partial(_read_rank, host, rank, pyspy, native, dump_timeout,
+                                                            before, t0), name=f"hang pid {rank.pid}")
     deadline = started + budget
     ranks = []
     for rank in found.ranks:
@@ -76,5 +83,12 @@ def snapshot(host, pids: list[int] | None = None, job: str | None = None, native
         from distdoctor.hang import flightrec
 
         doc["flight_recorder"] = flightrec.collect(host, found.ranks)
+        # RAS answers for the whole job: under --job only the step's first node asks it
+        if query_ras and host.env.get("SLURM_NODEID", "0") == "0":
+            from distdoctor.hang import ras
+
+            nccl = ras.collect(host, found.ranks, host.env, budget=max(0.0, started + budget - time.monotonic()))
+            if nccl is not None:
+                doc["ras"] = nccl
     doc["duration"] = round(time.monotonic() - started, 3)
     return doc

@@ -48,6 +48,11 @@ class RankProcess:
     start_ticks: int
     env: dict[str, str] = field(default_factory=dict)  # KEPT_VARS only
 
+    @property
+    def label(self) -> str:
+        """`rank 5`, or `pid 4411` for a process that names no rank."""
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
     def where(self) -> str:
         """`rank 5 on gpu012 (pid 4411, GPU 5)`"""
         who = f"rank {self.rank}" if self.rank is not None else "process"
@@ -144,11 +149,15 @@ class _Candidate:
 
 
 def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | None, str]:
-    """(the candidate, "") or (None, why not: "gone", "denied", "not a rank")."""
+    """(the candidate, "") or (None, why not: "gone", "denied", "not a rank"). A process named
+    by pid whose environment this user may not read is still read (its stat and command line
+    are world-readable), so that the stack dump says why it cannot be read."""
     try:
         raw = host.read_bytes(f"/proc/{pid}/environ", ENVIRON_MAX)
     except PermissionError:
-        return None, "denied"
+        if require_rank:
+            return None, "denied"
+        raw = b""
     except OSError:
         return None, "gone"
     if raw is None:
@@ -168,7 +177,7 @@ def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | No
 
 
 def _ancestors(host, pid: int, stats: dict[int, procstate.Stat | None], limit: int = 64) -> list[int]:
-    chain = []
+    chain: list[int] = []
     while pid > 1 and len(chain) < limit:
         if pid not in stats:
             stats[pid] = procstate.read_stat(host, pid)

@@ -20,7 +20,9 @@ import pickle
 from typing import Any
 
 MAX_BYTES = 64 * 1024 * 1024  # a ring of 20,000 entries with stack frames is ~30 MiB
-KEEP_ENTRIES = 512  # per rank, the latest: matching needs the recent past only
+# Per rank, the latest entries: a hang sits at the newest collectives, and 4,096 ranks' worth
+# must cross srun and be matched in well under a second (bench/hang_scale.py).
+KEEP_ENTRIES = 64
 ENABLE_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 

@@ -76,11 +76,27 @@ def match(traces: dict[int, dict]) -> Matching:
 
 
 def _first_desync(traces: dict[int, dict], pg: str) -> Desync | None:
-    by_seq: dict[int, dict[tuple[str, str], list[int]]] = {}
+    """Ranks are first grouped by their entries in the window every rank still holds (one
+    tuple each, compared whole), so that 4,096 alike ranks cost one comparison; only when the
+    groups differ are their entries compared sequence by sequence."""
+    per_rank = {}
     for rank, t in traces.items():
-        for e in t.get("entries") or []:
-            if e[0] == pg and not e[5] and e[1] >= 0:
-                by_seq.setdefault(e[1], {}).setdefault((e[2], e[3]), []).append(rank)
+        ents = [(e[1], e[2], e[3]) for e in t.get("entries") or () if e[0] == pg and not e[5] and e[1] >= 0]
+        if ents:
+            per_rank[rank] = ents
+    if len(per_rank) < 2:
+        return None
+    lo = max(ents[0][0] for ents in per_rank.values())
+    hi = min(ents[-1][0] for ents in per_rank.values())
+    alike: dict[tuple, list[int]] = {}
+    for rank, ents in per_rank.items():
+        alike.setdefault(tuple(e for e in ents if lo <= e[0] <= hi), []).append(rank)
+    if len(alike) == 1:
+        return None
+    by_seq: dict[int, dict[tuple[str, str], list[int]]] = {}
+    for window, ranks in alike.items():
+        for seq, op, sizes in window:
+            by_seq.setdefault(seq, {}).setdefault((op, sizes), []).extend(ranks)
     for seq in sorted(by_seq):
         kinds = by_seq[seq]
         if len(kinds) > 1:

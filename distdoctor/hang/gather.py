@@ -1,4 +1,5 @@
-"""--job ID: the snapshot of every node of a running Slurm job, gathered in one bounded round.
+"""--job ID: the snapshot of every node of a running Slurm job, gathered in one bounded round;
+--hosts: the same over ssh (ClusterShell, as `fleet --hosts`).
 
 `squeue` says where the job runs; `srun --jobid ID --overlap` then starts one task per node
 inside the job's own allocation (--overlap: beside the job's steps, without waiting for their
@@ -111,3 +112,41 @@ def job(host, job_id: str, timeout: float, native: bool = False) -> tuple[list[d
         missing.append((node, f"{node}: {why}", remote.on([node], f"python3 -m distdoctor hang --job {job_id}")))
     return snapshots, missing
 
+
+
+def _snapshot_in(text: str) -> tuple[dict | None, str]:
+    for i, line in enumerate(text.splitlines()):
+        if line.lstrip().startswith("{"):
+            try:
+                doc, _end = _DECODER.raw_decode("\n".join(text.splitlines()[i:]).lstrip())
+            except ValueError:
+                return None, "printed a snapshot that is not JSON (cut short?)"
+            if isinstance(doc, dict) and "hang_snapshot" in doc:
+                return doc, ""
+            return None, "printed JSON that is not a hang snapshot"
+    return None, ""
+
+
+def hosts(host, names: Sequence[str], timeout: float, base: Sequence[str], native: bool = False, fanout: int = 64,
+          ssh_options: Sequence[str] = ()) -> tuple[list[dict], list[Missing]]:
+    """Every host's snapshot over ssh, at most `fanout` connections at once, in one bounded round."""
+    node_bound = max(2.0, timeout - 3.0)
+    argv = [*base, "hang", "--node-snapshot", "--timeout", f"{max(2.0, node_bound - 1):g}"] + (["--native"] if native else [])
+    results = host.fan_out(list(names), argv, fanout, node_bound, ssh_options=ssh_options)
+    snapshots: list[dict] = []
+    missing: list[Missing] = []
+    for name in names:
+        res = results.get(name)
+        retry = remote.on([name], "python3 -m distdoctor hang")
+        if res is None or res.timed_out:
+            missing.append((name, f"{name}: no answer within {node_bound:g} s", retry))
+            continue
+        doc, why = _snapshot_in(res.stdout)
+        if doc is None:
+            said = (res.stderr.strip().splitlines() or [""])[-1][:200]
+            why = why or (f"ssh failed ({said})" if res.returncode == 255 else
+                          f"no snapshot (exit {res.returncode}{': ' + said if said else ''})")
+            missing.append((name, f"{name}: {why}", retry))
+            continue
+        snapshots.append(doc)
+    return snapshots, missing

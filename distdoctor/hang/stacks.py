@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 DUMP_TIMEOUT = 5.0
 
@@ -28,8 +29,7 @@ _ERRORS = (
 )
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):  # a tuple, not a dataclass: 4,096 ranks x 30 frames are built per verdict
     name: str
     file: str  # py-spy's short_filename: the path below site-packages, or the script's name
     line: int
@@ -82,11 +82,24 @@ class StackDump:
     def from_dict(cls, doc: dict) -> "StackDump":
         threads = []
         for t in doc.get("threads") or []:
-            frames = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), str(f[3]) if len(f) > 3 else "")
-                           for f in t.get("frames") or [])
+            frames = tuple(_frame(f) for f in t.get("frames") or ())
             threads.append(Thread(str(t.get("name", "")), int(t.get("tid") or 0), frames, bool(t.get("active"))))
         return cls(int(doc.get("pid") or 0), threads, str(doc.get("error", "")), str(doc.get("detail", "")),
                    float(doc.get("duration") or 0.0))
+
+
+_FRAMES: dict[tuple, Frame] = {}
+
+
+def _frame(raw) -> Frame:
+    """A frame from its snapshot form, shared: thousands of ranks hold the same frames."""
+    key = tuple(raw)
+    frame = _FRAMES.get(key)
+    if frame is None:
+        if len(_FRAMES) > 200_000:
+            _FRAMES.clear()
+        frame = _FRAMES[key] = Frame(str(raw[0]), str(raw[1]), int(raw[2]), str(raw[3]) if len(raw) > 3 else "")
+    return frame
 
 
 class StackParseError(ValueError):

@@ -56,6 +56,44 @@ class Network:
             return ConnectResult(host, port, False, classify_errno(exc.errno, exc.strerror or str(exc)),
                                  exc.errno, time.monotonic() - start)
 
+    def converse(self, host: str, port: int, lines: list[str], timeout: float = 5.0,
+                 max_bytes: int = 16 * 1024 * 1024) -> tuple[list[str], str]:
+        """A line protocol over TCP (NCCL RAS): send each line, read one reply line after each
+        but the last, then everything until the peer closes. The whole exchange is bounded by
+        `timeout`, the last reply by max_bytes. (the replies, "" or why it stopped)."""
+        deadline = time.monotonic() + timeout
+        replies: list[str] = []
+        try:
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                reader = sock.makefile("rb")
+                for i, line in enumerate(lines):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return replies, f"no answer within {timeout:g} s"
+                    sock.settimeout(left)
+                    sock.sendall(line.encode() + b"\n")
+                    if i < len(lines) - 1:
+                        replies.append(reader.readline(4096).decode("utf-8", "replace"))
+                        if not replies[-1]:
+                            return replies, "the peer closed the connection"
+                chunks, size = [], 0
+                while size <= max_bytes:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return replies + [b"".join(chunks).decode("utf-8", "replace")], f"no answer within {timeout:g} s"
+                    sock.settimeout(left)
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                replies.append(b"".join(chunks)[:max_bytes].decode("utf-8", "replace"))
+                return replies, "" if size <= max_bytes else f"answered more than {max_bytes} bytes"
+        except socket.timeout:
+            return replies, f"no answer within {timeout:g} s"
+        except OSError as exc:
+            return replies, classify_errno(exc.errno, exc.strerror or str(exc))
+
     def can_bind(self, address: str, port: int) -> str:
         """'' if a TCP listener could bind address:port now, else why not."""
         family = socket.AF_INET6 if ":" in address else socket.AF_INET

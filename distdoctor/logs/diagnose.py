@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from distdoctor.crosscheck.engine import fold
-from distdoctor.logs import outcome, roster, signatures
+from distdoctor.logs import outcome, roster, signatures, timeouts
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
@@ -77,10 +77,10 @@ def where(e: Event) -> str:
     return f"{e.source}:{e.line}" if e.line else e.source
 
 
-def fix_lines(sig, e: Event) -> str:
+def fix_lines(sig, e: Event, context: frozenset[str] = frozenset()) -> str:
     """The signature's fix for the rank and host the line came from. A line whose placeholder
     the log cannot fill becomes a comment, so nothing printed is a command that cannot work."""
-    lines = sig.fix_for(e.host, e.rank if e.rank is not None else "", e.body)
+    lines = sig.fix_for(e.host, e.rank if e.rank is not None else "", e.body, context)
     out = []
     for line in lines:
         names = [m.group(1) for m in signatures.PLACEHOLDER.finditer(line)]
@@ -119,6 +119,7 @@ def _peer_note(e: Event, book: dict[str, str]) -> str:
 def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | None = None) -> list[Finding]:
     """book: {address: who} of the ranks' advertised addresses (nccl_setup.address_book)."""
     book = book or {}
+    ctx = frozenset(scan.context)
     gs = groups(scan)
     roots = [g for g in gs if g.signature.severity == "root"]
     consequences = [g for g in gs if g.signature.severity == "consequence"]
@@ -137,7 +138,7 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         if first.rank is None and (report := outcome.launcher_report(scan, first)) is not None:
             first = dataclasses.replace(first, rank=report[0], host=first.host or report[1])
         folded = [c for c in consequences if _explains(primary, c)]
-        findings.append(_root_finding(primary, first, folded, _peer_note(first, book)))
+        findings.append(_root_finding(primary, first, folded, _peer_note(first, book), ctx))
         for other in roots[1:]:
             e = other.first
             findings.append(Finding(
@@ -145,12 +146,12 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
                              f"{' at ' + e.time_text if e.time_text else ''}), after the first failure",
                 subject=other.signature.id,
                 explanation=other.signature.meaning + " It came after the first failure and may follow from it.",
-                fix=fix_lines(other.signature, e), evidence=_evidence(other, e)))
+                fix=fix_lines(other.signature, e, ctx), evidence=_evidence(other, e)))
         for c in consequences:
             if c not in folded:
                 e = c.first
                 findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
-                                        explanation=c.signature.meaning, fix=fix_lines(c.signature, e),
+                                        explanation=c.signature.meaning, fix=fix_lines(c.signature, e, ctx),
                                         evidence=_evidence(c, e)))
     elif any("rank" in r for r in scan.elastic):
         findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
@@ -158,19 +159,29 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         failed = outcome.failed_finding(scan)
         if failed is not None and _failure_leads(scan, consequences):
             findings.append(failed)
-            findings.extend(_consequence_warning(c) for c in consequences)
+            findings.extend(_consequence_warning(c, ctx) for c in consequences)
         else:
             c = consequences[0]
             e = c.first
             quiet = _quiet(scan, hang_gap)
-            summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
-                       f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
-            explanation = c.signature.meaning
+            reading = timeouts.step_before(c.events) if "timeout" in c.signature.id else None
+            if reading is not None:
+                summary = (f"{_ranks_phrase(c)}: {c.signature.title}, after a step outside collectives ran "
+                           f"{reading.gap_s / 60:.0f} min ({reading.step[:80]})")
+                explanation, fix = timeouts.explanation(reading), timeouts.fix(reading)
+            else:
+                summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
+                           f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
+                explanation, fix = c.signature.meaning, fix_lines(c.signature, e, ctx)
             if quiet:
                 explanation += " " + quiet[0]
+            evidence = _evidence(c, e)
+            if reading is not None:
+                evidence["step_before"] = {"line": redact_text(reading.step), "rank": reading.rank,
+                                           "minutes": round(reading.gap_s / 60, 1)}
             findings.append(Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation,
-                                    fix=fix_lines(c.signature, e), evidence=_evidence(c, e)))
-            findings.extend(_consequence_warning(other) for other in consequences[1:])
+                                    fix=fix, evidence=evidence))
+            findings.extend(_consequence_warning(other, ctx) for other in consequences[1:])
     elif (failed := outcome.failed_finding(scan)) is not None:
         findings.append(failed)
     elif scan.unknown:
@@ -187,6 +198,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     ranks = roster.judge(scan)
     if ranks and findings and findings[0].status == Status.OK:
         findings = ranks  # no error, but not every rank started (or one started twice): never clean
+    elif ranks and ranks[0].subject == "duplicate-hostnames":
+        findings = ranks[:1] + findings + ranks[1:]  # the setup fault the NCCL error follows from
     else:
         findings.extend(ranks)
     for g in infos:
@@ -196,10 +209,10 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     return findings
 
 
-def _consequence_warning(c: Group) -> Finding:
+def _consequence_warning(c: Group, ctx: frozenset[str] = frozenset()) -> Finding:
     e = c.first
     return Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
-                   explanation=c.signature.meaning, fix=fix_lines(c.signature, e), evidence=_evidence(c, e))
+                   explanation=c.signature.meaning, fix=fix_lines(c.signature, e, ctx), evidence=_evidence(c, e))
 
 
 def _failure_leads(scan: Scan, consequences: list[Group]) -> bool:
@@ -277,7 +290,8 @@ def _ranks_phrase(g: Group) -> str:
     return f"{len(hosts)} hosts ({fold(hosts)})" if len(hosts) > 1 else (next(iter(hosts)) if hosts else "the log")
 
 
-def _root_finding(primary: Group, first: Event, folded: list[Group], peer: str = "") -> Finding:
+def _root_finding(primary: Group, first: Event, folded: list[Group], peer: str = "",
+                  ctx: frozenset[str] = frozenset()) -> Finding:
     sig = primary.signature
     when = f" at {first.time_text}" if first.time_text else ""
     summary = f"{who(first)} failed first: {sig.title}{peer}{when}"
@@ -300,7 +314,7 @@ def _root_finding(primary: Group, first: Event, folded: list[Group], peer: str =
     evidence["consequences"] = {c.signature.id: {"ranks": fold(str(r) for r in c.ranks), "count": c.count}
                                 for c in folded}
     return Finding(Status.FAIL, summary, subject=sig.id, explanation=explanation,
-                   fix=fix_lines(sig, first), evidence=evidence)
+                   fix=fix_lines(sig, first, ctx), evidence=evidence)
 
 
 def last_heard(scan: Scan) -> dict[str, tuple[tuple | None, str, str, int | None]]:

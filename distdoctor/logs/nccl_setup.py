@@ -43,17 +43,24 @@ _NOT_ACROSS_NODES = (
 
 
 def kind_by_name(name: str, address: str = "") -> str:
-    for pattern, kind in _NOT_ACROSS_NODES:
-        if pattern.search(name):
-            return kind
+    """Why an interface cannot carry traffic to another node, or "". The address decides first,
+    as the live checks do: loopback and link-local addresses never reach a peer, and a globally
+    routable address does whatever the interface is called (a veth or macvlan holding the
+    pod's routable IPv6). Only a private or missing address falls back to the name's kind."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
-        return ""
-    if ip.is_loopback:
-        return "loopback address"
-    if ip.is_link_local:
-        return "link-local address"
+        ip = None
+    if ip is not None:
+        if ip.is_loopback:
+            return "loopback address"
+        if ip.is_link_local:
+            return "link-local address"
+        if ip.is_global:
+            return ""
+    for pattern, kind in _NOT_ACROSS_NODES:
+        if pattern.search(name):
+            return kind
     return ""
 
 
@@ -115,6 +122,7 @@ def address_book(scan: Scan) -> dict[str, str]:
     and IB out-of-band lines), so an error naming a peer's address can name the peer."""
     facts, hosts = members(scan)
     book: dict[str, str] = {}
+    seen_on: dict[str, set[str]] = {}
     for member, f in facts.items():
         host = _host_of(member, hosts)
         who = (f"rank {member}" if member.isdigit() else f"pid {member.split(':', 1)[-1]}") + \
@@ -123,7 +131,9 @@ def address_book(scan: Scan) -> dict[str, str]:
             for _ifname, address in f.get(key) or ():
                 if address:
                     book.setdefault(address, who)
-    return book
+                    seen_on.setdefault(address, set()).add(host or member)
+    # an address several hosts hold (docker0's 172.17.0.1 on every node) names no one rank
+    return {a: who for a, who in book.items() if len(seen_on.get(a, ())) <= 1}
 
 
 # The facts a log shows under the inventory's names; what each rule says is the one table's.

@@ -20,6 +20,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from distdoctor.logs import pasted_tools
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
@@ -47,6 +48,8 @@ _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GP
 # kernel-log lines the hardware checks judge, wherever they are in the input
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: ")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+_ADDRESS_WORD = re.compile(r"\binet6?\b|\binet addr:|\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b|"
+                           r"\b[0-9a-fA-F]{1,4}:[0-9a-fA-F:]*/\d{1,3}\b")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
 
@@ -88,7 +91,9 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             continue
         body = line.lstrip()
         kind = end = None
-        if _IP_FULL.match(body) or _IFCONFIG.match(body):
+        if (tool := pasted_tools.detect(lines, i)) is not None and tool[0] == "link_names":
+            kind, end = tool
+        elif _IP_FULL.match(body) or _IFCONFIG.match(body):
             kind, end = "interfaces", _block(lines, i, lambda s: bool(_IP_FULL.match(s) or _IFCONFIG.match(s)))
         elif _IP_ONELINE.match(body):
             kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_ONELINE.match(s) or _IP_FULL.match(s)))
@@ -106,6 +111,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "smi_q", _smi_q_end(lines, i)
         elif _SMI_X.match(body):
             kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
+        elif (tool := pasted_tools.detect(lines, i)) is not None:
+            kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
         elif _OMPI_HUMAN.match(body):
@@ -373,7 +380,7 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 -- a paste detector must never sink the report
             self.notes.append(_note(source, Status.WARN, f"could not look for pasted tool output: {exc}"))
             return
-        if not sections:
+        if not sections and not any(k.startswith("SLURM_") for k in env):
             return
         size = sum(len(sec.text) for sec in sections)
         if self.kept + size > self.MAX_KEPT:
@@ -387,8 +394,8 @@ class Collector:
 
     def runs(self) -> list[CheckRun]:
         out = list(self.notes)
-        for _source, sections, env in self.found:
-            out.extend(_judge_all(sections, env))
+        for source, sections, env in self.found:
+            out.extend(_judge_all(sections, env, source))
         return out
 
 
@@ -399,7 +406,7 @@ def runs(texts: list[tuple[str, str]]) -> list[CheckRun]:
     return collector.runs()
 
 
-def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
+def _judge_all(sections: list[Section], env: dict[str, str], source: str = "") -> list[CheckRun]:
     # nvidia-smi's header is the authority on the driver's CUDA where the paste has one;
     # the GPUs any section shows tell whether a CUDA-aware MPI matters
     smi = None
@@ -423,6 +430,10 @@ def _judge_all(sections: list[Section], env: dict[str, str]) -> list[CheckRun]:
     out: list[CheckRun] = []
     for section in sections:
         out.extend(_judge(section, env, smi, gpus, query, kernel))
+    slurm = pasted_tools.slurm_env_run(env, source) if source else None
+    if slurm is not None:
+        out.append(slurm)
+        out.extend(pasted_tools.slurm_env_checks(env, source))
     return out
 
 
@@ -433,11 +444,18 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
 
 def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
+    if section.kind in pasted_tools.KINDS:
+        return pasted_tools.runs(section.kind, section.text, where, env)
+    if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):
+        # `ip link` shows names and states, never addresses: unknown, not "nothing has an address"
+        return pasted_tools.runs("link_names", section.text, where, env)
     try:
         parsed = _parse(section)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
-    if not parsed or section.kind == "smi":
+    if section.kind == "smi":
+        return [pasted_tools.smi_table_run(parsed, where)] if parsed else []
+    if not parsed:
         return []
     if section.kind == "collect_env":
         return _collect_env_run(parsed, where, smi)
@@ -475,15 +493,7 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
 
 
 def _run_checks(ids, host) -> list[CheckRun]:
-    from distdoctor import checks as builtin
-    from distdoctor.api import Context
-    from distdoctor.engine import run_checks
-    from distdoctor.facts import Facts
-
-    infos = [c for c in builtin.CHECKS if c.id in ids]
-    facts = Facts(host)
-    return run_checks(infos, lambda info: Context(facts, {**info.params, **PASTE_PARAMS.get(info.id, {})}),
-                      jobs=1, total_timeout=20)
+    return pasted_tools.run_checks(ids, host, PASTE_PARAMS)
 
 
 def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
@@ -516,8 +526,14 @@ def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
     facts = {k: v for k, v in (("torch", env.torch_version), ("torch_cuda", env.torch_cuda),
                                  ("driver", env.driver), ("gpus", len(env.gpus)),
                                  ("os", env.get("OS")), ("platform", env.get("Python platform"))) if v}
+    available = (env.get("Is CUDA available") or "").strip()
+    # collect_env lists GPUs only when nvidia-smi answered it; CUDA available with no list is "not shown"
+    models = (env.get("GPU models and configuration") or "").strip()
+    gpus = (f"{len(env.gpus)} GPU(s)" if env.gpus else
+            f"GPU {models}" if models and models != "Could not collect" else
+            "GPUs not listed (CUDA available)" if available == "True" else f"no GPU (CUDA available: {available or '?'})")
     summary = Finding(Status.OK, f"collect_env: torch {env.torch_version or '?'} (CUDA {env.torch_cuda or 'none'}), "
-                                 f"driver {env.driver or 'unknown'}, {len(env.gpus)} GPU(s)", evidence=facts)
+                                 f"driver {env.driver or 'unknown'}, {gpus}", evidence=facts)
     title = f"torch's collect_env (pasted at {where})"
     runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
                       f"pasted collect_env at {where}")]

@@ -57,7 +57,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # TensorFlow / glog without a date: `W tensorflow/core/framework/op_kernel.cc:1651] `
     ("tflog", re.compile(r"(?P<level>[IWEF]) [\w./-]+\.\w+:\d+\][ \t]*")),
     # torchrun's `[default3]:` is the local rank; torch's own `[rank3]:` the global rank
-    ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\]:[ \t]?")),
+    ("torchrun", re.compile(r"\[(?:(?:default|worker)(?P<lrank>\d+)|rank(?P<grank>\d+))\](?::|(?= ))[ \t]?")),
     ("srun", re.compile(r"[ \t]*(?P<rank>\d{1,6}): ")),
     ("iso", re.compile(r"\[?" + _D + r"[T ]" + _T + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: [+-]\d{4})?[ \t]*(?:[|:-][ \t]+)?")),
     # a paste's own clock, to the minute: `2025-02-18 12:54 [rank13]:`

@@ -9,6 +9,12 @@ commId 0x.. - Init COMPLETE`. Two findings come from it, neither visible line by
 - one rank number announced by two processes: two launchers (or two jobs on one port) gave
   their processes the same ranks, and half the world never exists.
 
+A third comes from NCCL's transport lines: two ranks NCCL places on one GPU of one host name
+(`Ring 00 : 6[6] -> 10[2] via P2P/IPC` while rank 2 also runs on GPU 2 of that host, or two
+`Init COMPLETE` lines of one communicator with the same host and busId) mean two machines answer
+to one host name: NCCL then takes them for one node and uses P2P/IPC or shared memory between
+machines, which fails as a CUDA or system error that looks like a driver problem.
+
 Statements are compared only within one kind (NCCL's per communicator, keyed by commId), so a
 process that logs its rank twice through two loggers is not a duplicate. Pure: scan in,
 findings out.
@@ -30,6 +36,11 @@ _STATEMENTS = (
                         r".*Init COMPLETE")),
 )
 MAX_WORLD = 100_000
+# intra-node transports: both ends of such a link run on the line's host
+_LINK = re.compile(r"(?:Ring|Channel) \d+(?:/\d+)? : (?P<a>\d+)\[(?P<da>\w+)\] -> (?P<b>\d+)\[(?P<db>\w+)\]"
+                   r"(?: \[\w+\])? via (?P<how>P2P/\w+|SHM|direct shared memory|P2P)")
+_INIT = re.compile(r"\brank (?P<rank>\d+) nranks \d+ cudaDev \d+ (?:nvmlDev \d+ )?busId (?P<bus>\w+)"
+                   r".*?\bcommId (?P<comm>0x[0-9a-f]+).*Init COMPLETE")
 
 
 def _statements(scan):
@@ -48,6 +59,40 @@ def _statements(scan):
                     who = (p.host, p.pid) if kind == "nccl" else (p.host, p.pid, body)
                     yield (kind, comm, world), int(m.group("rank")), who
                 break
+
+
+def host_collisions(scan) -> Finding | None:
+    """Two ranks on one GPU of one host name: two machines share the name."""
+    gpus: dict[tuple, set[int]] = defaultdict(set)
+    links = 0
+    for p in scan.info:
+        if not p.host:
+            continue
+        body = p.body
+        if " via " in body and (m := _LINK.search(body)):
+            gpus[(p.host, "", m.group("da"))].add(int(m.group("a")))
+            gpus[(p.host, "", m.group("db"))].add(int(m.group("b")))
+            links += 1
+        elif "Init COMPLETE" in body and (m := _INIT.search(body)):
+            gpus[(p.host, m.group("comm"), m.group("bus"))].add(int(m.group("rank")))
+    shared = {k: v for k, v in gpus.items() if len(v) > 1}
+    if not shared:
+        return None
+    (host, _comm, gpu), ranks = sorted(shared.items(), key=lambda kv: -len(kv[1]))[0]
+    hosts = sorted({k[0] for k in shared})
+    return Finding(
+        Status.FAIL, f"two machines answer to the host name {host}: ranks {fold(str(r) for r in sorted(ranks))} "
+                     f"both run on its GPU {gpu}, so NCCL takes them for one node",
+        subject="duplicate-hostnames",
+        explanation="NCCL decides which ranks share a node by host name (older releases by its part before the "
+                    "first dot): ranks of two machines with one name are given P2P/IPC or shared-memory links "
+                    "to each other, which fail as 'unhandled cuda error' or 'unhandled system error'. Cloned "
+                    "images, containers that all call themselves localhost, and names that differ only after "
+                    "the first dot do this.",
+        fix="# give every node its own host name (hostnamectl set-hostname on each), or give each node its own "
+            "NCCL_HOSTID; then rerun with NCCL_DEBUG=INFO and check that P2P/IPC and SHM links stay within nodes",
+        evidence={"host_names": hosts, "gpu": gpu, "ranks": fold(str(r) for r in sorted(ranks)),
+                  "intra_node_links": links})
 
 
 def judge(scan) -> list[Finding]:
@@ -92,4 +137,5 @@ def judge(scan) -> list[Finding]:
                 fix="# compare the launch with the world size: srun --nodes=N --ntasks-per-node=GPUS_PER_NODE "
                     "with the trainer's num_nodes=N and devices=GPUS_PER_NODE",
                 evidence={**stated, "missing": fold(str(r) for r in missing)}))
-    return out[:3]
+    collision = host_collisions(scan)
+    return ([collision] if collision else []) + out[:3]

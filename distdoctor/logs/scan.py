@@ -14,6 +14,7 @@ right to within one block for ranks that keep logging.
 from __future__ import annotations
 
 import bisect
+import collections
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ from distdoctor.logs.reader import Block
 INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "NET/IB: [", "NET : Using",
                  "Using network", "Using internal Network", "GPU Direct RDMA", "/GDRDMA", "cudaDriverVersion",
                  "IP Interfaces", "cudaDev", "INFO rank ", "via P2P", "via SHM", "via NET/", "via NVLS",
-                 "via COLLNET", "GLOBAL_RANK: ", "Completed store-based barrier")
+                 "via COLLNET", "via direct shared memory", "GLOBAL_RANK: ", "Completed store-based barrier")
 # Every keyword is searched in every byte of a big log: one that shares a long substring with
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 # Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature
@@ -51,7 +52,19 @@ MAX_TAIL_LINES = 2048
 # in all: a folder of 512 ranks' 4 MiB logs goes through the fast path after the first few.
 WHOLE_BUDGET = 8 * 1024 * 1024
 MAX_EVENTS = 20_000
+# Which launcher and libraries the log shows, so a fix fits them (signatures.CONTEXTS): looked
+# for in the whole text of small inputs and in the first block of large ones, one pass each.
+CONTEXT = re.compile(
+    r"(?P<slurm>\bsrun: |\bslurmstepd: |\bsbatch: |\bSLURM_(?:JOB_?ID|PROCID|NTASKS|NODELIST)\b)|"
+    r"(?P<torchrun>torch\.distributed\.(?:elastic|run)\b|\btorchrun\b)|"
+    r"(?P<vllm>\bvllm\b|VllmWorker|\bEngineCore\b)|"
+    r"(?P<ray>\(raylet\)|\bray::|RayWorker|\(pid=\d+, ip=)|"
+    r"(?P<mpirun>\bmpirun\b|\bmpiexec\b|\]<std(?:out|err)>:)|"
+    r"(?P<deepspeed>\b[Dd]eep[Ss]peed\b|\bdeepspeed\.)|"
+    r"(?P<horovod>\b[Hh]orovod\b)|"
+    r"(?P<container>\bdocker\b|\bkubectl\b|\bKubernetes\b|\bkubeflow\b)")
 MAX_INFO_LINES = 20_000
+RECENT_LINES = 12
 
 
 @dataclass
@@ -69,6 +82,7 @@ class Event:
     time_text: str
     signature: Any  # a catalogue Signature (an outcome Marker in Scan.exits)
     fields: dict = field(default_factory=dict)  # what a marker's named groups say
+    before: tuple = ()  # (body, time, rank) of the lines read just before it in the same input
 
     @property
     def order(self) -> tuple:
@@ -96,6 +110,7 @@ class Scan:
     notes: list[str] = field(default_factory=list)  # trouble while scanning, for the input's findings
     ranks: set[int] = field(default_factory=set)  # every rank a line was attributed to
     elastic: list[dict] = field(default_factory=list)  # torchrun's "Root Cause" records, in input order
+    context: set[str] = field(default_factory=set)  # launchers and libraries the log shows (CONTEXT)
     exits: list[Event] = field(default_factory=list)  # lines saying a rank or process failed (outcome.py)
     long_lines: int = 0
 
@@ -161,6 +176,9 @@ class Scanner:
         self._surveyed = False
         self._whole_bytes = 0
         self._elastic: dict | None = None  # a torchrun Root Cause record being read
+        # the last lines read per input (every line of small inputs, the candidates of large
+        # ones): what a rank did just before a collective timed out
+        self._recent: dict[int, collections.deque] = {}
         self._fed = 0  # lines written to the filter so far
         self._span_starts: list[int] = []  # grep's line number of each fed block's first line
         self._spans: list[Block] = []  # those blocks, without their data
@@ -172,6 +190,7 @@ class Scanner:
                         and self._whole_bytes + len(block.data) <= WHOLE_BUDGET:
                     self._whole_bytes += len(block.data)
                     text = block.data.decode("utf-8", "replace")
+                    self._context(text)
                     if self.on_text is not None:
                         self.on_text(block.source, text)
                     for n, line in enumerate(text.split("\n")[:-1]):
@@ -188,6 +207,10 @@ class Scanner:
                 self._filter = None
         return self.scan
 
+    def _context(self, text: str) -> None:
+        if len(self.scan.context) < 8:
+            self.scan.context.update(m.lastgroup for m in CONTEXT.finditer(text))
+
     def _sparse(self, block: Block) -> None:
         data = block.data
         total = block.lines or data.count(b"\n")
@@ -203,6 +226,7 @@ class Scanner:
             for index, raw in self.prefilter.lines(data):
                 self._line(block, block.first_line + index if block.first_line else 0, self._decode(raw))
         if not self._surveyed:
+            self._context(data.decode("utf-8", "replace"))
             # the first block, every line: which ranks exist (every rank says something at start),
             # so the block tails below know how many lines to sample
             self._surveyed = True
@@ -279,6 +303,11 @@ class Scanner:
         if liveness_only:
             return
         self._torchrun_root(block, line_no, p)
+        recent = self._recent.get(block.index)
+        if recent is None:
+            recent = self._recent[block.index] = collections.deque(maxlen=RECENT_LINES)
+        before = tuple(recent)
+        recent.append((p.body[:300], p.time, rank))
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
         sig = self.matcher.match(p.body)
@@ -296,7 +325,8 @@ class Scanner:
             scan.dropped[sig.id] += 1
             return
         scan.events.append(Event(block.source, block.index, line_no, line[:2000], p.body, p.host, rank,
-                                 local_rank, p.pid, p.time, p.time_text, sig))
+                                 local_rank, p.pid, p.time, p.time_text, sig,
+                                 before=before if sig.severity == "consequence" else ()))
 
     def _torchrun_root(self, block: Block, line_no: int, p) -> None:
         body = p.body
@@ -361,5 +391,8 @@ def _common_clock(scan: Scan) -> None:
 
     for e in events:
         e.time = norm(e.time)
+    for e in scan.events:
+        if e.before:
+            e.before = tuple((body, norm(t), rank) for body, t, rank in e.before)
     for v in seen:
         v.last = norm(v.last)

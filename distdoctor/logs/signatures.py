@@ -69,6 +69,26 @@ PLACEHOLDERS = {
     "job": ("3756240", "the job id", "THE_JOB_ID"),
 }
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# A fix line may hold only where the log shows a launcher, a library or a kind of message:
+# "[slurm] export MASTER_PORT=..." is printed only for a log with Slurm in it, "[not vllm] ..."
+# only without vLLM. The context comes from the whole log (scan.Scan.context); "denied" from the
+# matched line itself. A fix must fit the launcher, library and error the log shows.
+CONTEXTS = ("slurm", "torchrun", "vllm", "ray", "mpirun", "deepspeed", "horovod", "container", "denied")
+_CONDITION = re.compile(r"^\[(?P<neg>not )?(?P<flag>[a-z]+)\] ")
+_DENIED = re.compile(r"Permission denied|Operation not permitted|EACCES")
+
+
+def line_context(line: str) -> frozenset[str]:
+    """The context flags a matched line itself gives."""
+    return frozenset({"denied"}) if _DENIED.search(line) else frozenset()
+
+
+def condition(fix_line: str) -> tuple[str, str, bool]:
+    """(the fix line without its condition, the flag or "", whether the flag is negated)."""
+    m = _CONDITION.match(fix_line)
+    if not m:
+        return fix_line, "", False
+    return fix_line[m.end():], m.group("flag"), bool(m.group("neg"))
 
 
 def addressable(host: str) -> bool:
@@ -140,11 +160,12 @@ class Signature:
     def matches_normal(self, line: str) -> bool:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
-    def fix_for(self, host: str = "", rank: str | int = "", line: str = "") -> tuple[str, ...]:
-        """The fix lines with {host}, {rank}, {peer} and {port} (from the matched line) filled in; a
-        placeholder that cannot be filled is left visible rather than silently emptied. The
-        values come from a log, which anyone can write: only a plain host name, rank number or
-        address goes into a command."""
+    def fix_for(self, host: str = "", rank: str | int = "", line: str = "",
+                context: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """The fix lines that fit the log's context (see CONTEXTS), with {host}, {rank}, {peer}
+        and {port} (from the matched line) filled in; a placeholder that cannot be filled is left
+        visible rather than silently emptied. The values come from a log, which anyone can
+        write: only a plain host name, rank number or address goes into a command."""
         host, rank = str(host), str(rank)
         values = _Unfilled(host=host if addressable(host) else "{host}",
                            rank=rank if rank.isdigit() else "{rank}")
@@ -157,7 +178,13 @@ class Signature:
         job = self.field(line, "job")
         if job.isdigit():
             values["job"] = job
-        return tuple(fix_line.format_map(values) for fix_line in self.fix)
+        flags = frozenset(context) | line_context(line)
+        kept = []
+        for fix_line in self.fix:
+            text, flag, negated = condition(fix_line)
+            if not flag or (flag in flags) != negated:
+                kept.append(text.format_map(values))
+        return tuple(kept)
 
     def field(self, line: str, name: str) -> str:
         """The named group `name` of the first pattern that matches line with it, or ""."""
@@ -172,6 +199,9 @@ class Signature:
 
 def fix_problem(line: str) -> str | None:
     """Why a fix line would not work pasted into a shell, or None when it would."""
+    line, flag, _negated = condition(line)
+    if flag and flag not in CONTEXTS:
+        return f"unknown condition [{flag}] (one of {', '.join(CONTEXTS)})"
     if not line.strip():
         return "empty line"
     if line.startswith("# "):

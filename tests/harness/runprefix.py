@@ -42,6 +42,7 @@ SUBNETS = {
     "nccltest.hosts": range(60, 61),
     "nccltest.netns": range(61, 62),
     "reach": range(62, 70),        # tests/integration/reach/test_real.py
+    "hang.ssh": range(70, 72),     # tests/integration/hang/test_hosts_ssh.py
     "free": range(100, 251),       # harnesses that look for an unused /24 (slurm.py)
 }
 

@@ -98,9 +98,14 @@ def _free_subnet(seed: int) -> str:
 
 
 class SlurmCluster:
-    def __init__(self, prefix: str = "s", nodes: int = 2, gpus_per_node: int = 0, cpus: int | None = None):
+    def __init__(self, prefix: str = "s", nodes: int = 2, gpus_per_node: int = 0, cpus: int | None = None,
+                 net16: str | None = None):
         """prefix: a few letters naming the test area in namespace and directory names (the run's
         own prefix, from DISTDOCTOR_TEST_PREFIX, always comes first)."""
+        if net16 is not None:  # tests written before the run prefix: say what replaced it
+            raise SlurmError("SlurmCluster(net16=...) is gone: every subnet comes from DISTDOCTOR_TEST_PREFIX "
+                             "(tests/harness/runprefix.py). Use the shared `slurm_cluster` fixture, or "
+                             "SlurmCluster(prefix=..., nodes=...) for another shape")
         global _instances
         _instances += 1
         if not 1 <= nodes <= 9:

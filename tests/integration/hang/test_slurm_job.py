@@ -15,18 +15,13 @@ import pytest
 from tests.conftest import distdoctor_argv, load_report
 from tests.harness.hangjob import WORKER, pyspy_available
 from tests.harness.ranks import free_port, require_torch
-from tests.harness.slurm import SlurmCluster
 from tests.integration.hang.test_live_torchrun import findings
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = SlurmCluster(prefix="hg")
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+@pytest.fixture
+def cluster(slurm_cluster):
+    """The session's shared Slurm cluster (tests/integration/conftest.py)."""
+    return slurm_cluster
 
 
 def run_hang(cluster, *args, timeout=60):

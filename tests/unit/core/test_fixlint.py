@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from distdoctor.fixlint import lint, lint_all
+from distdoctor.fixlint import lint, lint_all, lint_record
+from distdoctor.remote import Fix
 from distdoctor.nccltest.hostmesh import firewall_fix
 
 
@@ -87,3 +88,48 @@ def test_the_script_an_ssh_or_clush_line_runs_is_linted_as_run_on_that_node():
     [problem] = lint("clush -w gpu1 -- 'fix the node'")
     assert "'fix' is not a command" in problem
     assert "without the node" in lint("clush -- ibstat")[0]
+
+
+# --- records: each knows where its commands run, so nothing is read back from an ssh line -------
+
+def test_a_record_for_nodes_is_linted_as_the_script_their_shells_run():
+    record = Fix(("nft insert rule inet filter input ip saddr 10.0.0.2 accept",), ("gpu1", "gpu2"))
+    assert lint_record(record) == []  # its nodes name where the firewall changes
+    [problem] = lint_record(Fix(("nft add rule inet filter input ip saddr 10.0.0.2 accept",), ("gpu1",)))
+    assert "nft add rule appends" in problem
+    [problem] = lint_record(Fix(("fix the node",), ("gpu1",)))
+    assert "'fix' is not a command" in problem
+    # a path is a fact of the node it runs on: this machine is not asked about it
+    assert lint_record(Fix(("export SLURM_CONF=/nonexistent/slurm.conf",), ("gpu1",)), exists()) == []
+
+
+def test_a_record_for_here_is_linted_as_printed_and_its_comment_may_name_the_node():
+    firewall = ("nft insert rule inet filter input ip saddr 10.0.0.2 accept",)
+    assert "must name its node" in lint_record(Fix(firewall))[0]
+    assert lint_record(Fix(firewall, comment="as root on gpu1: let the peer in")) == []
+    assert lint_record(Fix(("export SLURM_CONF=/nonexistent/slurm.conf",)), exists()) == [
+        "'export SLURM_CONF=/nonexistent/slurm.conf': /nonexistent/slurm.conf does not exist"]
+
+
+def test_what_only_a_record_can_get_wrong():
+    assert "addressed twice" in lint_record(Fix(("ssh gpu1 ibstat",), ("gpu1",)))[0]
+    assert "addressed twice" in lint_record(Fix(("clush -w gpu1 -- ibstat",), ("gpu1",)))[0]
+    assert "comments out the steps" in lint_record(Fix(("# look first", "ibstat"), ("gpu1",)))[0]
+    assert "one line" in lint_record(Fix(comment="fine\nreboot"))[0]
+    assert "neither a command nor a comment" in lint_record(Fix(nodes=("gpu1",)))[0]
+
+
+def test_lint_all_takes_records_and_text():
+    bad = Fix(("nft add rule inet filter input accept",), ("gpu1",))
+    found = lint_all([bad, "run it", Fix(("ibstat",), ("gpu1",)), bad])
+    assert set(found) == {bad, "run it"}
+
+
+def test_every_named_remedy_lints_clean_as_a_record():
+    from distdoctor import fixes
+
+    made = [fixes.memlock(["gpu1"], slurm=True), fixes.memlock(here="gpu1"), fixes.shm_size("16g", ["gpu1"]),
+            fixes.socket_ifname(["ens5"], gloo="ens5"), fixes.firewall_allow_from("gpu1", ["10.0.0.2"]),
+            *fixes.firewall_open_port(["gpu1", "gpu2"], 29500), fixes.mtu("eth0", 9000, ["gpu1"]),
+            *fixes.hostname_address("gpu1")]
+    assert lint_all(made, exists()) == {}

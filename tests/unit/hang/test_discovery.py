@@ -54,6 +54,9 @@ def test_unreadable_environments_are_counted_not_raised():
     host = proc_host(procs, files={"/proc/80/environ": PermissionError(13, "Permission denied")})
     found = discovery.discover(host)
     assert (found.ranks, found.unreadable) == ([], 1)
+    # named by pid, it is still read: its stack dump will say why it cannot be read
+    (named,) = discovery.discover(host, pids=[80]).ranks
+    assert (named.pid, named.rank, named.python) == (80, None, True)
 
 
 def test_gpu_from_visible_devices_and_local_rank():

@@ -67,3 +67,21 @@ def test_jobs_that_cannot_be_read():
         assert not any(c[0] == "srun" for c in h.calls)
         runs = {r.id: r for r in verdict.runs(snapshots, "login1", job_mode=True, missing=missing)}
         assert runs["hang.nodes"].status == Status.FAIL
+
+
+def test_hosts_over_ssh_each_answer_or_why_not():
+    base = ["python3", "-m", "distdoctor"]
+    argv = (*base, "hang", "--node-snapshot", "--timeout", "6")
+    h = FakeHost(commands={
+        ("ssh", "a1", *argv): "motd line\n" + json.dumps(snap("a1")) + "\n",
+        ("ssh", "a2", *argv): CommandResult((), 255, "", "ssh: connect to host a2 port 22: Connection refused\n"),
+        ("ssh", "a3", *argv): CommandResult((), None, "", "", 7.0, timed_out=True),
+        ("ssh", "a4", *argv): "{\"not\": \"a snapshot\"}\n",
+    })
+    snapshots, missing = gather.hosts(h, ["a1", "a2", "a3", "a4"], 10, base)
+    assert [s["node"] for s in snapshots] == ["a1"]
+    assert [why for _n, why, _f in missing] == [
+        "a2: ssh failed (ssh: connect to host a2 port 22: Connection refused)",
+        "a3: no answer within 7 s",
+        "a4: printed JSON that is not a hang snapshot"]
+    assert missing[0][2] == "ssh a2 python3 -m distdoctor hang"

@@ -26,7 +26,7 @@ def test_outlier_rank_parses():
 
 
 @pytest.mark.parametrize("name, kind", [("error_gone.txt", "gone"), ("error_not_python.txt", "not python"),
-                                        ("error_denied.txt", "denied")])
+                                        ("error_denied.txt", "denied"), ("error_denied_exe.txt", "denied")])
 def test_captured_failures_are_classified(name, kind):
     got, said = stacks.classify(capture(name))
     assert got == kind

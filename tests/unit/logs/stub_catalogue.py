@@ -25,7 +25,7 @@ class Sig:
     def matches(self, line: str) -> bool:
         return any(k in line for k in self.keywords) and any(p.search(line) for p in self.patterns)
 
-    def fix_for(self, host: str = "", rank="", line: str = "") -> tuple:
+    def fix_for(self, host: str = "", rank="", line: str = "", context=frozenset()) -> tuple:
         values = {"host": host or "{host}", "rank": str(rank) if rank != "" else "{rank}"}
         return tuple(line.format_map(values) for line in self.fix)
 

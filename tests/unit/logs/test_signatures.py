@@ -339,9 +339,9 @@ def test_a_fix_names_the_port_the_message_names():
 
     sig = next(s for s in signatures.load() if s.id == "torch.address-in-use")
 
-    def fix(body):
+    def fix(body, context=frozenset()):
         event = Event("rank0.log", 0, 7, body, body, "node1", 0, None, None, None, "", sig)
-        return diagnose.fix_lines(sig, event).splitlines()
+        return diagnose.fix_lines(sig, event, context).splitlines()
 
     assert "ssh node1 ss -ltnp 'sport = :36000'" in fix(
         "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
@@ -353,8 +353,10 @@ def test_a_fix_names_the_port_the_message_names():
                   "code: -98, name: EADDRINUSE, message: address already in use")
     assert unnamed[0].startswith("# ") and "the log does not name the port" in unnamed[0]
     assert not any(line.startswith("ss ") or " :29500'" in line for line in unnamed)
-    assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in fix(
-        "RuntimeError: The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).")
+    # the per-job port is derived from the Slurm job id: only for a log that shows Slurm
+    taken = "RuntimeError: The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use)."
+    assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in fix(taken, frozenset({"slurm"}))
+    assert not any("SLURM_JOB_ID" in line for line in fix(taken))
 
 
 @pytest.mark.parametrize("line", [

@@ -1,0 +1,276 @@
+"""Pasted output of launchers, GPU listings and environment dumps: `mpirun --version`,
+`horovodrun --check-build`, `nvidia-smi -L`, an `nvidia-smi` table, `env | grep SLURM`,
+`ibstatus`, and interface listings that show no addresses (`ip -o link`, `ifconfig -s`).
+
+Each is recognised (detect), read by the parser `check` uses, stated back ("what the paste
+shows": GPUs, driver, versions, interfaces, variables) and, where a check reads the same facts,
+judged by that check on a FakeHost holding only the paste. What a paste cannot show stays
+unknown: a listing without addresses never fails for lack of an address, a GPU listing says
+nothing of the driver's CUDA. pasted.py finds the sections and calls in here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from distdoctor.model import CheckRun, Finding, Status, worst
+
+KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names")
+_OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
+_INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
+_HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
+_HOROVOD = re.compile(r"^Horovod v?\d+\.\d+\S*:\s*$")
+_SMI_LIST = re.compile(r"^GPU \d+: .+\(UUID: GPU-[0-9a-fA-F-]+\)\s*$")
+_SMI_UNREACHABLE = re.compile(r"^Unable to (?:determine|detect) the device handle for (?:GPU|gpu)\s*\S+: .+")
+_IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:\s*$")
+_IFCONFIG_SHORT = re.compile(r"^Iface\s+MTU\s+(?:Met\s+)?RX-OK\s+RX-ERR\b")  # also netstat -i
+_IP_LINK_ONELINE = re.compile(r"^\d+:\s+(?P<name>[^:\s]+?)(?:@\S+)?:\s+<(?P<flags>[^>]*)>.*\bstate (?P<state>\S+)"
+                              r"(?!.*\binet6?\s)")
+_IBSTATUS_FIELD = re.compile(r"^\s+(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<value>.*)$")
+_SLURM_VAR = re.compile(r"^SLURM_\w+$")
+
+
+def detect(lines: list[str], i: int) -> tuple[str, int] | None:
+    """(kind, end) when a section of one of these tools starts at lines[i]."""
+    body = lines[i].strip()
+    if _OMPI_BANNER.match(body) or _INTEL_BANNER.match(body):
+        return "mpirun_version", i + 1
+    if _HYDRA_BANNER.match(body):
+        end = i + 1
+        while end < len(lines) and lines[end].startswith((" ", "\t")) and end - i < 60:
+            end += 1
+        return "mpirun_version", end
+    if _HOROVOD.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 30 and (not lines[end].strip() or lines[end].startswith((" ", "\t"))
+                                                      or lines[end].rstrip().endswith(":")):
+            end += 1
+        return "horovod_build", end
+    if _SMI_LIST.match(body) or _SMI_UNREACHABLE.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 300 and (
+                _SMI_LIST.match(lines[end].strip()) or _SMI_UNREACHABLE.match(lines[end].strip())
+                or lines[end].strip().startswith("MIG ")):
+            end += 1
+        return "smi_list", end
+    if _IBSTATUS.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 400 and (
+                _IBSTATUS.match(lines[end].strip()) or _IBSTATUS_FIELD.match(lines[end]) or not lines[end].strip()):
+            end += 1
+        return "ibstatus", end
+    if _IFCONFIG_SHORT.match(body):
+        end = i + 1
+        while end < len(lines) and lines[end].strip() and end - i < 300:
+            end += 1
+        return "link_names", end
+    if _IP_LINK_ONELINE.match(body) and "link/" in body:
+        end = i + 1
+        while end < len(lines) and _IP_LINK_ONELINE.match(lines[end].strip()) and end - i < 300:
+            end += 1
+        return "link_names", end
+    return None
+
+
+def _note(where: str, status: Status, summary: str, title: str, evidence: dict, **kw) -> CheckRun:
+    finding = Finding(status, summary, subject=where, evidence=evidence, **kw)
+    return CheckRun("log.pasted-output", title, ("log", "pasted"), status, (finding,), 0.0, f"pasted at {where}")
+
+
+def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun]:
+    """The statement of what the paste shows, and the checks that can judge it."""
+    from distdoctor.parsers import ParseError
+
+    try:
+        if kind == "mpirun_version":
+            return _mpirun(text, where)
+        if kind == "horovod_build":
+            return _horovod(text, where)
+        if kind == "smi_list":
+            return _smi_list(text, where)
+        if kind == "ibstatus":
+            return _ibstatus(text, where)
+        if kind == "link_names":
+            return _link_names(text, where)
+    except ParseError as exc:
+        return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
+                      "Tool output pasted into the log", {})]
+    return []
+
+
+def _mpirun(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.mpirun import parse_mpirun_version
+
+    mpi = parse_mpirun_version(text)
+    extra = ""
+    device = mpi.details.get("Configure options", "")
+    if device:
+        m = re.search(r"--with-device=(\S+)", device)
+        extra = f", device {m.group(1)}" if m else ""
+    return [_note(where, Status.OK, f"pasted `mpirun --version`: {mpi.label}{extra}", f"MPI version (pasted at {where})",
+                  {"implementation": mpi.implementation, "version": mpi.version, "program": mpi.program},
+                  explanation="Only the launcher's version: whether the program was built against the same MPI "
+                              "(build.mpi-implementation, build.mpi4py-mpi) needs the node itself.")]
+
+
+def _horovod(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.horovod import parse_check_build
+    from distdoctor.testing import FakeHost
+
+    build = parse_check_build(text)
+    shown = {k: [n for n, on in v.items() if on] for k, v in
+             (("frameworks", build.frameworks), ("controllers", build.controllers), ("operations", build.operations))}
+    out = [_note(where, Status.OK, f"pasted `horovodrun --check-build`: Horovod {build.version}; frameworks "
+                                   f"{', '.join(shown['frameworks']) or 'none'}; controllers "
+                                   f"{', '.join(shown['controllers']) or 'none'}; operations "
+                                   f"{', '.join(shown['operations']) or 'none'}",
+                 f"Horovod build (pasted at {where})", {"version": build.version, **shown},
+                 explanation="Which frameworks are installed and whether the node has GPUs is not in the paste: "
+                             "a missing framework or NCCL is judged against those on the node itself.")]
+    host = FakeHost(commands={("/usr/bin/horovodrun", "--check-build"): text}, hostname="pasted")
+    # only the verdicts the paste alone supports: no controller at all
+    for r in _checks(("build.horovod",), host, where, "horovodrun --check-build"):
+        if r.status in (Status.FAIL, Status.WARN):
+            out.append(r)
+    return out
+
+
+def _smi_list(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.nvidia_smi import parse_list_gpus
+
+    listed = parse_list_gpus(text)
+    names: dict[str, int] = {}
+    for gpu in listed.gpus:
+        names[gpu.name] = names.get(gpu.name, 0) + 1
+    migs = sum(len(g.mig_devices) for g in listed.gpus)
+    shown = ", ".join(f"{n}x {name}" for name, n in names.items()) or "no GPU"
+    evidence = {"gpus": len(listed.gpus), "models": names, "mig_devices": migs, "errors": list(listed.errors)[:16]}
+    summary = f"pasted `nvidia-smi -L`: {len(listed.gpus)} GPU(s): {shown}" + (f"; {migs} MIG device(s)" if migs else "")
+    title = f"GPUs listed (pasted at {where})"
+    unreachable = [e for e in listed.errors if _SMI_UNREACHABLE.match(e)]
+    if unreachable:
+        head = f"{summary}; and " if listed.gpus else "pasted `nvidia-smi`: "
+        return [_note(where, Status.FAIL, f"{head}{len(unreachable)} GPU(s) the driver cannot reach: "
+                                          f"{unreachable[0][:160]}", title, evidence,
+                      explanation="nvidia-smi could not get a handle for a GPU the driver enumerated: the GPU fell off "
+                                  "the bus or is in an error state (the kernel log shows an Xid, often 79 or 48). "
+                                  "Jobs on this node fail or hang until the GPU is reset or the node rebooted.",
+                      fix="# on that node: the Xid that took the GPU down, then drain it for a GPU reset or reboot:\n"
+                          "# dmesg -T | grep -i -E 'NVRM: Xid|fallen off the bus'")]
+    return [_note(where, Status.OK, summary, title, evidence,
+                  explanation="A GPU listing shows the models and UUIDs only: not the driver, its CUDA version, "
+                              "health or topology.")]
+
+
+def smi_table_run(table, where: str) -> CheckRun:
+    """What a pasted `nvidia-smi` table shows (the table's own checks need the live node)."""
+    names: dict[str, int] = {}
+    for gpu in table.gpus:
+        names[gpu.name] = names.get(gpu.name, 0) + 1
+    cuda = table.cuda_version or ("N/A" if table.cuda_field == "N/A" else "not shown")
+    shown = ", ".join(f"{n}x {name}" for name, n in names.items()) or "no GPU"
+    return _note(where, Status.OK, f"pasted `nvidia-smi`: driver {table.driver_version}, CUDA {cuda}, "
+                                   f"{len(table.gpus)} GPU(s): {shown}"
+                 + (f"; {len(table.mig_devices)} MIG device(s)" if table.mig_devices else ""),
+                 f"nvidia-smi (pasted at {where})",
+                 {"driver": table.driver_version, "cuda": table.cuda_version, "gpus": len(table.gpus), "models": names})
+
+
+def _ibstatus(text: str, where: str) -> list[CheckRun]:
+    ports = []
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"^\s*Infiniband device '([^']+)' port (\d+) status:", line)
+        if m:
+            current = {"hca": m.group(1), "port": int(m.group(2))}
+            ports.append(current)
+            continue
+        f = _IBSTATUS_FIELD.match(line)
+        if f and current is not None:
+            current[f.group("key").replace(" ", "_")] = f.group("value").strip()
+    if not ports:
+        return []
+    down = [p for p in ports if "ACTIVE" not in p.get("state", "").upper()]
+    shown = "; ".join(f"{p['hca']}/{p['port']} {p.get('state', '?').split(': ')[-1]} {p.get('rate', '')}".rstrip()
+                      for p in ports[:8])
+    evidence = {"ports": ports[:32]}
+    title = f"InfiniBand ports (pasted ibstatus at {where})"
+    if down and len(down) < len(ports):
+        return [_note(where, Status.WARN, f"pasted `ibstatus`: {len(down)} of {len(ports)} port(s) not ACTIVE: {shown}",
+                      title, evidence,
+                      explanation="A rank whose NCCL picks a port that is not ACTIVE hangs or fails at connect; "
+                                  "exclude it or bring the link up.",
+                      fix="# exclude the ports that are down, e.g. export NCCL_IB_HCA=^" + down[0]["hca"]
+                          + f":{down[0]['port']}   (on the nodes where it is down)")]
+    status = Status.WARN if down else Status.OK
+    return [_note(where, status, f"pasted `ibstatus`: {len(ports)} port(s): {shown}", title, evidence)]
+
+
+_TABLE_ROW = re.compile(r"^(?P<name>[A-Za-z][\w.:@-]*)\s+\d+\s+\d+\s")
+
+
+def _link_names(text: str, where: str) -> list[CheckRun]:
+    names = []
+    for line in text.splitlines():
+        m = _IP_LINK_ONELINE.match(line.strip())
+        if m:
+            names.append((m.group("name"), m.group("state")))
+        elif (row := _TABLE_ROW.match(line)) is not None:
+            names.append((row.group("name"), "?"))
+    if not names:
+        return []
+    shown = ", ".join(f"{n} ({s})" if s != "?" else n for n, s in names[:16])
+    return [_note(where, Status.OK, f"pasted interface list without addresses: {shown}",
+                  f"Interfaces (pasted at {where})", {"interfaces": [n for n, _ in names]},
+                  explanation="`ip link`, `ip -o link`, `ifconfig -s` and `netstat -i` show no IP addresses: which "
+                              "interface NCCL or Gloo would use cannot be told from this output (unknown, not "
+                              "failed). Paste `ip -br addr` or `ip addr` for that.")]
+
+
+def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:
+    """What a pasted `env | grep SLURM` shows, and whether its counts agree (slurm.task-counts,
+    on a FakeHost whose environment is the paste)."""
+    slurm = {k: v for k, v in env.items() if _SLURM_VAR.match(k)}
+    if len(slurm) < 2:
+        return None
+    job = slurm.get("SLURM_JOB_ID") or slurm.get("SLURM_JOBID") or "?"
+    ntasks = slurm.get("SLURM_NTASKS") or slurm.get("SLURM_NPROCS") or "?"
+    nodes = slurm.get("SLURM_JOB_NODELIST") or slurm.get("SLURM_NODELIST") or slurm.get("SLURM_STEP_NODELIST") or "?"
+    per_node = slurm.get("SLURM_TASKS_PER_NODE") or slurm.get("SLURM_STEP_TASKS_PER_NODE") or "?"
+    summary = (f"pasted Slurm environment: job {job}, {ntasks} task(s), nodes {nodes}, tasks per node {per_node}"
+               + (f", this task rank {slurm['SLURM_PROCID']}" if "SLURM_PROCID" in slurm else ""))
+    return _note(where, Status.OK, summary, f"Slurm environment (pasted at {where})", {"variables": slurm})
+
+
+def slurm_env_checks(env: dict[str, str], where: str) -> list[CheckRun]:
+    from distdoctor.testing import FakeHost
+
+    slurm = {k: v for k, v in env.items() if _SLURM_VAR.match(k)}
+    host = FakeHost(env=slurm, hostname=slurm.get("SLURMD_NODENAME") or "pasted")
+    # the paste cannot show which node it was printed on: drop verdicts about "this node"
+    out = []
+    for r in _checks(("slurm.task-counts",), host, where, "env | grep SLURM"):
+        kept = tuple(f for f in r.findings if "this node" not in f.summary and f.status != Status.SKIP)
+        if kept:
+            out.append(CheckRun(r.id, r.title, r.tags, worst(f.status for f in kept), kept, r.duration, r.source))
+    return out
+
+
+def run_checks(ids, host, params: dict | None = None) -> list[CheckRun]:
+    """The built-in checks `ids`, run by the engine on a FakeHost holding a paste; params
+    override a check's own ({check id: {param: value}})."""
+    from distdoctor import checks as builtin
+    from distdoctor.api import Context
+    from distdoctor.engine import run_checks as run
+    from distdoctor.facts import Facts
+
+    infos = [c for c in builtin.CHECKS if c.id in ids]
+    facts = Facts(host)
+    extra = params or {}
+    return run(infos, lambda info: Context(facts, {**info.params, **extra.get(info.id, {})}), jobs=1,
+               total_timeout=20)
+
+
+def _checks(ids, host, where: str, what: str) -> list[CheckRun]:
+    return [CheckRun(r.id, f"{r.title} (pasted {what} at {where})", r.tags + ("pasted",), r.status, r.findings,
+                     r.duration, f"pasted {what} at {where}") for r in run_checks(ids, host)]

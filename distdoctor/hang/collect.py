@@ -30,11 +30,17 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
     after = procstate.read_stat(host, rank.pid)
     if after is not None and after.start_ticks != rank.start_ticks:
         after = None  # the pid was reused by another process
+    try:
+        usr1 = procstate.usr1_disposition(host.read_text(f"/proc/{rank.pid}/status", max_bytes=16384) or "") \
+            if after else ""
+    except OSError:
+        usr1 = ""
     return {"stack": dump.to_dict(), "state": {
         "alive": after is not None and after.state not in ("Z", "X"),
         "state": after.state if after else "",
         "wchan": procstate.read_wchan(host, rank.pid) if after else "",
         "threads": after.threads if after else 0,
+        "usr1": usr1,
         "cpu_percent": procstate.cpu_percent(before, after, max(CPU_WINDOW, time.monotonic() - started)),
     }}
 

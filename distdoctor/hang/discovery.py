@@ -48,6 +48,11 @@ class RankProcess:
     start_ticks: int
     env: dict[str, str] = field(default_factory=dict)  # KEPT_VARS only
 
+    @property
+    def label(self) -> str:
+        """`rank 5`, or `pid 4411` for a process that names no rank."""
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
     def where(self) -> str:
         """`rank 5 on gpu012 (pid 4411, GPU 5)`"""
         who = f"rank {self.rank}" if self.rank is not None else "process"

@@ -77,3 +77,26 @@ def cpu_percent(before: Stat | None, after: Stat | None, seconds: float) -> floa
     if before is None or after is None or seconds <= 0 or before.start_ticks != after.start_ticks:
         return None
     return round(100.0 * (after.cpu_ticks - before.cpu_ticks) / CLOCK_TICKS / seconds, 1)
+
+
+SIGUSR1 = 10
+
+
+def usr1_disposition(status_text: str) -> str:
+    """What SIGUSR1 would do to the process, from /proc/<pid>/status: "caught" (a handler),
+    "blocked" (a thread waits for it with sigwait, or it stays pending), "ignored", or ""
+    (the default: the process is killed). Only the first two make `kill -USR1` a dump request
+    rather than the end of the job."""
+    masks = {}
+    for line in status_text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigCgt", "SigBlk", "SigIgn"):
+            try:
+                masks[key] = int(value.strip(), 16)
+            except ValueError:
+                pass
+    bit = 1 << (SIGUSR1 - 1)
+    for key, name in (("SigCgt", "caught"), ("SigBlk", "blocked"), ("SigIgn", "ignored")):
+        if masks.get(key, 0) & bit:
+            return name
+    return ""

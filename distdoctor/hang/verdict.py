@@ -134,7 +134,7 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
             ptrace_shown = True
         elif kind in ("timeout", "failed", "garbled"):
             fix = _on(here, r.process.host, f"timeout 30 {pyspy_line('py-spy', r.process.pid, native=False)}")
-        findings.append(Finding(status, f"{r.process.where()} {what}", subject=f"rank {r.process.rank}",
+        findings.append(Finding(status, f"{r.process.where()} {what}", subject=r.process.label,
                                 explanation=explanation, fix=fix,
                                 evidence={"pid": r.process.pid, "error": kind, "detail": r.stack.detail}))
     for snap in snapshots:
@@ -190,7 +190,7 @@ def wave_run(ranks: list[Rank], here: str) -> CheckRun:
                 fix = _on(here, r.process.host, pyspy_line(str(r.state.get("pyspy") or "py-spy"), r.process.pid))
                 findings.append(Finding(
                     status, f"{r.process.where()} is in {where}, not in {_others_line(wave)}",
-                    subject=f"rank {r.process.rank}",
+                    subject=r.process.label,
                     explanation=("The other ranks wait for it in a collective." if status == Status.FAIL else
                                  "Its stack differs from the wave's."),
                     fix=remote.comment("its Python and C/C++ stack (py-spy pauses the rank for the length of the dump):")
@@ -208,14 +208,14 @@ def state_run(ranks: list[Rank], here: str) -> CheckRun:
         where = r.process.where()
         if not st.get("alive", True):
             findings.append(Finding(Status.FAIL, f"{where} has exited (its process is gone)",
-                                    subject=f"rank {r.process.rank}", evidence={"pid": r.process.pid}))
+                                    subject=r.process.label, evidence={"pid": r.process.pid}))
             continue
         state = str(st.get("state") or "")
         wchan = str(st.get("wchan") or "")
         if state == "D":
             findings.append(Finding(Status.FAIL, f"{where} is in uninterruptible sleep (D)"
                                                  + (f" in the kernel at {wchan}" if wchan else ""),
-                                    subject=f"rank {r.process.rank}", explanation=(
+                                    subject=r.process.label, explanation=(
                                         "A process in D state waits on the kernel (storage, a driver) and no "
                                         "signal reaches it; the rank and every rank waiting for it are stuck there."),
                                     fix=_on(here, r.process.host, f"cat /proc/{r.process.pid}/stack"),
@@ -224,7 +224,7 @@ def state_run(ranks: list[Rank], here: str) -> CheckRun:
         cpu = st.get("cpu_percent")
         if isinstance(cpu, (int, float)) and cpu >= BUSY_CPU and r.frames and not grouping.in_collective(r.frames):
             findings.append(Finding(Status.WARN, f"{where} is busy ({cpu:.0f}% CPU) in {grouping.place(r.frames)}, "
-                                                 "outside any collective", subject=f"rank {r.process.rank}",
+                                                 "outside any collective", subject=r.process.label,
                                     explanation="A rank computing while the others wait is the one they wait for, "
                                                 "or a loop that does not end.",
                                     evidence={"pid": r.process.pid, "cpu_percent": cpu}))
@@ -272,21 +272,29 @@ def fr_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> CheckRun 
             missing_dumps.append((r, d))
         elif status in ("stale", "huge", "unreadable", "bad", "foreign"):
             findings.append(Finding(Status.WARN, f"{r.process.where()}: Flight Recorder dump {d.get('path')} not used: "
-                                                 f"{d.get('detail')}", subject=f"rank {r.process.rank}",
+                                                 f"{d.get('detail')}", subject=r.process.label,
                                     evidence={"path": d.get("path"), "status": status}))
     if missing_dumps:
         r0, d0 = missing_dumps[0]
         pipes = [(r, d) for r, d in missing_dumps if d.get("pipe")]
+        handled = [r for r, _d in missing_dumps if r.state.get("usr1") in ("caught", "blocked")]
         if pipes:
             # torch dumps, without stopping the job, when a byte is written to <prefix><rank>.pipe
             fix = "\n".join(_on(here, r.process.host, shlex.join(
                 ["sh", "-c", "echo 1 > " + shlex.quote(f"{d['pipe']}{r.process.rank}.pipe")])) for r, d in pipes[:8])
+        elif handled:
+            # The ranks catch (or sigwait for) SIGUSR1: the job's own dump handler. Never offered
+            # otherwise: SIGUSR1's default action ends the process.
+            per_host: dict[str, list[int]] = {}
+            for r in handled:
+                per_host.setdefault(r.process.host, []).append(r.process.pid)
+            fix = "\n".join(_on(here, h, "kill -USR1 " + " ".join(map(str, sorted(p)))) for h, p in per_host.items())
         else:
             fix = remote.comment("torch writes the dump when a collective times out (the NCCL watchdog), or the job "
                                  "dumps it from its own handler (torch._C._distributed_c10d._dump_fr_trace)")
         findings.append(Finding(Status.SKIP if not traces else Status.WARN,
                                 f"no Flight Recorder dump yet for {plural(len(missing_dumps), 'rank')} "
-                                f"(e.g. {d0.get('path')})", subject=f"rank {r0.process.rank}", fix=fix,
+                                f"(e.g. {d0.get('path')})", subject=r0.process.label, fix=fix,
                                 evidence={"paths": [d.get("path") for _r, d in missing_dumps[:16]]}))
     if len(traces) >= 2:
         m = frmatch.match(traces)

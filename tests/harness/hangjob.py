@@ -48,6 +48,19 @@ WORKER = textwrap.dedent("""\
         os.replace(f"{prefix}{rank}.tmp", f"{prefix}{rank}")
 
 
+    if os.environ.get("HG_DUMP_ON") == "usr1":
+        # the job's own dump handler: SIGUSR1 blocked in every thread, one thread waits for it
+        import signal, threading
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+
+        def on_usr1():
+            while True:
+                signal.sigwait([signal.SIGUSR1])
+                dump_flight_recorder()
+                flag(f"dumped{rank}")
+
+        threading.Thread(target=on_usr1, daemon=True).start()
+
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     odd = int(os.environ.get("HG_ODD", "2"))
@@ -68,8 +81,11 @@ WORKER = textwrap.dedent("""\
         elif rank != odd:
             work = dist.all_reduce(x, async_op=True)
         time.sleep(1.0)
-        dump_flight_recorder()
-        flag(f"dumped{rank}")
+        if os.environ.get("HG_DUMP_ON") == "usr1":
+            flag(f"ready{rank}")
+        else:
+            dump_flight_recorder()
+            flag(f"dumped{rank}")
         while not released():
             time.sleep(0.05)
         os._exit(0)  # the unmatched collective never completes; leave without waiting for it

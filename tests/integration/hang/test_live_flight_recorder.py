@@ -3,6 +3,9 @@ others start (or runs a different one). `distdoctor hang` reads each rank's dump
 restricted reader and names the first unmatched sequence number and the missing rank, or the
 desync, from the dumps alone (the ranks' stacks are all alike)."""
 
+import shlex
+import subprocess
+
 import pytest
 
 from tests.harness.hangjob import HangJob, pyspy_available
@@ -34,4 +37,30 @@ def test_flight_recorder_names_the_rank(tmp_path, mode, fmt):
         else:
             assert f["summary"].startswith(f"desync at collective #4 of process group 0: rank 1 on {report['host']} "
                                            f"(pid {pids[1]}) ran broadcast [[4]] where 3 ranks ran all_reduce")
+        assert job.release() == 0
+
+
+def test_the_dump_fix_runs_as_printed_where_the_job_has_a_handler(tmp_path):
+    """The ranks wait for SIGUSR1 (sigwait) to dump their Flight Recorder: with no dump yet,
+    `hang` prints `kill -USR1 <pids>`; that line, run as printed, makes the dumps, and the next
+    `hang` names the missing rank. Without the handler it would never be offered (SIGUSR1 kills)."""
+    require_torch()
+    pyspy_available()
+    prefix = tmp_path / "fr" / "trace_"
+    prefix.parent.mkdir()
+    with HangJob(tmp_path, "skip", odd=1, TORCH_FR_BUFFER_SIZE="2000", TORCH_FR_DUMP_TEMP_FILE=str(prefix),
+                 HG_DUMP_ON="usr1") as job:
+        job.wait_for([f"ready{r}" for r in range(4)])
+        pids = job.rank_pids()
+        args = ("--pids", ",".join(str(pids[r]) for r in range(4)))
+        report, _took, _proc = hang(*args)
+        (first,) = findings(report, "hang.flight-recorder")
+        assert first["summary"].startswith("no Flight Recorder dump yet for 4 ranks"), first
+        (line,) = first["fix"].splitlines()
+        assert line == "kill -USR1 " + " ".join(str(p) for p in sorted(pids.values())), line
+        subprocess.run(shlex.split(line), check=True, timeout=10)
+        job.wait_for([f"dumped{r}" for r in range(4)])
+        report, _took, proc = hang(*args)
+        failing = [f for f in findings(report, "hang.flight-recorder") if f["status"] == "fail"]
+        assert [f["evidence"]["missing"] for f in failing] == [[1]], findings(report, "hang.flight-recorder")
         assert job.release() == 0

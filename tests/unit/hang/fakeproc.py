@@ -25,7 +25,9 @@ def proc_files(procs: dict[int, dict]) -> dict:
                                                p.get("ppid", 1), p.get("ticks", 0))
         files[f"/proc/{pid}/wchan"] = p.get("wchan", "futex_do_wait")
         uid = p.get("uid", 0)
-        files[f"/proc/{pid}/status"] = f"Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+        files[f"/proc/{pid}/status"] = (f"Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+                                        f"SigBlk:\t{p.get('sigblk', '0000000000000000')}\n"
+                                        f"SigIgn:\t0000000001001000\nSigCgt:\t{p.get('sigcgt', '0000000000000002')}\n")
     return files
 
 

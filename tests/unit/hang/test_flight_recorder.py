@@ -86,8 +86,9 @@ ENV = {"WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "run1", "TORCH_FR_BUFFER_SIZE":
        "TORCH_FR_DUMP_TEMP_FILE": "/scratch/fr/trace_"}
 
 
-def fr_host(files: dict, mtimes: dict | None = None, env: dict | None = None):
-    procs = {1000 + r: {"env": {**(env or ENV), "RANK": str(r), "LOCAL_RANK": str(r)}, "ppid": 999} for r in range(4)}
+def fr_host(files: dict, mtimes: dict | None = None, env: dict | None = None, sigblk: str = "0000000000000000"):
+    procs = {1000 + r: {"env": {**(env or ENV), "RANK": str(r), "LOCAL_RANK": str(r)}, "ppid": 999, "sigblk": sigblk}
+             for r in range(4)}
     procs[999] = {"env": {}, "cmdline": ["/usr/bin/python3", "/usr/bin/torchrun"]}
     # booted at t=1,699,000,000; the ranks started 1000 ticks (10 s) later
     return proc_host(procs, files={"/proc/stat": "cpu 1 2 3\nbtime 1699000000\n", **files}, mtimes=mtimes or {},
@@ -144,3 +145,10 @@ def test_default_dump_path_follows_the_cache_folder():
     assert flightrec.dump_path({}, 3, "/home/u") == "/home/u/.cache/torch/comm_lib_trace_rank_3"
     assert flightrec.dump_path({"XDG_CACHE_HOME": "/c"}, 3, "/h") == "/c/torch/comm_lib_trace_rank_3"
     assert flightrec.dump_path({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/d/t_"}, 0, "/h") == "/d/t_0"
+
+
+def test_kill_usr1_is_offered_only_where_the_ranks_wait_for_it():
+    run = fr_findings(fr_host({}))
+    assert "kill" not in run.findings[0].fix  # default SIGUSR1 action ends the process
+    run = fr_findings(fr_host({}, sigblk="0000000000000200"))
+    assert run.findings[0].fix == "kill -USR1 1000 1001 1002 1003"

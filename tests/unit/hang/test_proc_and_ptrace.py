@@ -78,3 +78,14 @@ def test_torch_logger_wrapper_is_not_named_as_the_collective():
                ("_exception_logger.<locals>.wrapper", "torch/distributed/c10d_logger.py", 83),
                ("<module>", "job.py", 11))
     assert grouping.place(f) == "all_reduce at job.py:11"
+
+
+@pytest.mark.parametrize("status, disposition", [
+    ("SigBlk:\t0000000000000000\nSigIgn:\t0000000001001000\nSigCgt:\t0000000000000002\n", ""),  # Python's default
+    ("SigBlk:\t0000000000000200\nSigIgn:\t0\nSigCgt:\t0000000000000002\n", "blocked"),  # sigwait thread
+    ("SigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0000000000000202\n", "caught"),
+    ("SigBlk:\t0\nSigIgn:\t0000000000000200\nSigCgt:\t0\n", "ignored"),
+    ("garbage", ""),
+])
+def test_what_sigusr1_would_do(status, disposition):
+    assert procstate.usr1_disposition(status) == disposition

@@ -12,7 +12,7 @@ from tests.unit.hang.fakeproc import proc_host
 ENV = {"WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "run1", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
 
 
-def job(states=None, dumps=None, world=4, exits=()):
+def job(states=None, dumps=None, world=4, exits=(), busy=()):
     procs = {1000 + r: {"env": {**ENV, "WORLD_SIZE": str(world), "RANK": str(r), "LOCAL_RANK": str(r)},
                         "state": (states or {}).get(r, "S"), "ppid": 999} for r in range(4)}
     procs[999] = {"env": {}, "cmdline": ["/usr/bin/python3", "/usr/bin/torchrun"]}
@@ -24,6 +24,8 @@ def job(states=None, dumps=None, world=4, exits=()):
         answer = answers[pid]
         if pid in exits:  # the rank exits while py-spy reads it
             del host.files[f"/proc/{pid}/stat"]
+        if pid in busy:  # 50 ticks of CPU between the two samples half a second apart: 100%
+            host.files[f"/proc/{pid}/stat"] = host.files[f"/proc/{pid}/stat"].replace(" 10 0 0 0 0 0 ", " 10 0 0 0 50 0 ")
         return answer if isinstance(answer, CommandResult) else CommandResult(argv, 0, answer)
 
     host = proc_host(procs, commands={"py-spy": pyspy}, hostname="gpu012")
@@ -108,3 +110,11 @@ def test_garbled_snapshot_entries_are_skipped():
     snap["ranks"].append({"process": {"pid": "x"}})
     snap["ranks"].append({"nothing": 1})
     assert by_id(verdict.runs([snap], "gpu012"))["hang.wave"].status == Status.FAIL
+
+
+def test_a_busy_rank_outside_any_collective_is_named():
+    host = job(busy=(1002,))
+    assert " 10 0 0 0 0 0 " in host.files["/proc/1002/stat"]
+    state = {r.id: r for r in verdict.runs([collect.snapshot(host)], "gpu012")}["hang.process-state"]
+    assert [f.summary for f in state.findings] == [
+        "rank 2 on gpu012 (pid 1002, GPU 2) is busy (100% CPU) in load_batch at job.py:5, outside any collective"]

@@ -90,9 +90,14 @@ def on(nodes: Sequence[str], command: str, by_file: Iterable[str] = (), srun: bo
 def toward(node: str, command: str, target: str) -> str:
     """command (a template with {} for target: `tracepath {}`) run on node, aimed at target, a
     host name or address from a rank or a report: a comment when it is not plainly one."""
+    return render(toward_fix(node, command, target))
+
+
+def toward_fix(node: str, command: str, target: str, note: str = "") -> "Fix":
+    """toward as a record (note: its comment)."""
     if not host_name(target):
-        return comment(f"on {node}: {command.format(target)}")
-    return on([node], command.format(target))
+        return Fix((), [node], f"{command.format(target)}" + (f"   # {note}" if note else ""))
+    return Fix((command.format(target),), [node], note)
 
 
 def comment(text: str) -> str:

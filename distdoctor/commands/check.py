@@ -24,6 +24,7 @@ from distdoctor.commands.common import (
     write_output,
 )
 from distdoctor.model import EXIT_CODES_HELP, EXIT_ERROR, EXIT_OK, EXIT_OUTPUT, CheckRun, Report, Status, exit_code
+from distdoctor.remote import Fix
 from distdoctor.text import plural
 
 EPILOG = EXIT_CODES_HELP
@@ -225,7 +226,6 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,
                 deadline: float, out: output.ReservedStdout) -> int:
     """Rank 0: wait (bounded) for the other nodes' reports and print one report for the job."""
-    from distdoctor import remote
     from distdoctor.crosscheck import jobreport, nodes
 
     reports = {job.node: doc}
@@ -244,7 +244,7 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
     for node in absent:
         why = job_problem or f"no report within the job's bound ({args.timeout or 60:g} s + 10 s)"
         missing.append(nodes.Missing(node, f"{node}: {why}",
-                                       remote.on([node], "python3 -m distdoctor check --each-task", srun=True)))
+                                       Fix(("python3 -m distdoctor check --each-task",), [node], srun=True)))
     if not job.expected and len(reports) < job.nodes:
         short = job.nodes - len(reports)
         why = job_problem or "no report within the job's bound"

@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from distdoctor import hostlist, remote
+from distdoctor import hostlist
 from distdoctor.crosscheck.nodes import ClusterView, Missing, NotAReport, build, check_node_report
 from distdoctor.model import RunContext
+from distdoctor.remote import Fix
 from distdoctor.text import fold_hosts
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
@@ -126,8 +127,8 @@ def split_ssh(results: Mapping[str, object], timeout: float) -> Gathered:
     return Gathered(reports, missing)
 
 
-def _retry_fix(node: str, slurm: bool) -> str:
-    return remote.on([node], "python3 -m distdoctor check -v", srun=slurm)
+def _retry_fix(node: str, slurm: bool) -> Fix:
+    return Fix(("python3 -m distdoctor check -v",), [node], srun=slurm)
 
 
 def save(directory: str, reports: Mapping[str, dict]) -> None:

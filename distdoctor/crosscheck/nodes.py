@@ -107,7 +107,7 @@ class Missing:
 
     node: str
     reason: str
-    fix: str = ""
+    fix: str | Fix = ""
     status: Status = Status.FAIL
 
 

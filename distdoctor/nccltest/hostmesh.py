@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distdoctor import fixes, remote
-from distdoctor.api import fail, ok, warn
+from distdoctor.api import Fix, fail, ok, warn
 from distdoctor.model import Finding
 from distdoctor.text import rank_ranges
 
@@ -193,7 +193,13 @@ def human_bytes(n: int) -> str:
 
 def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
                  addresses: Mapping[int, str]) -> str:
-    """One nft line per listening host whose connections fail: the rule goes on that node, and
+    """firewall_fixes, printed."""
+    return remote.render_all(firewall_fixes(pairs, hosts, addresses))
+
+
+def firewall_fixes(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str],
+                   addresses: Mapping[int, str]) -> list[Fix]:
+    """One nft rule per listening host whose connections fail: the rule goes on that node, and
     is inserted at the top of its input chain (`nft add rule` would append it after the drop
     rule that causes the failure, and change nothing)."""
     sources: dict[str, list[str]] = {}
@@ -203,7 +209,7 @@ def firewall_fix(pairs: Sequence[tuple[int, int, str]], hosts: Mapping[int, str]
             found = sources.setdefault(hosts[dst], [])
             if address not in found:
                 found.append(address)
-    return "\n".join(remote.render(fixes.firewall_allow_from(host, addrs)) for host, addrs in sorted(sources.items()))
+    return [fixes.firewall_allow_from(host, addrs) for host, addrs in sorted(sources.items())]
 
 
 def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: str = "host") -> list[Finding]:
@@ -223,10 +229,11 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             "(the rendezvous port alone is not enough); a pair that cannot connect hangs the first collective. "
             "'timeout' means packets are dropped (a firewall DROP rule), 'refused' that something rejects them, "
             "'no route' that nobody answers for the address (ARP gets no reply)",
-            fix="# on each listening node, let its peers in ahead of the drop rule (or open the cloud security group):\n"
-                + (firewall_fix(verdict.blocked, dict(enumerate(hmap.hosts)), dict(enumerate(hmap.addresses)))
-                   or "nft list ruleset   # on the nodes that drop the connections")
-                + "\n# or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE",
+            fix=[Fix(comment="on each listening node, let its peers in ahead of the drop rule (or open the cloud "
+                             "security group):"),
+                 *(firewall_fixes(verdict.blocked, dict(enumerate(hmap.hosts)), dict(enumerate(hmap.addresses)))
+                   or ["nft list ruleset   # on the nodes that drop the connections"]),
+                 Fix(comment="or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE")],
             evidence={"blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked]}))
     for s, d, moved in verdict.stalled:
         out.append(fail(
@@ -234,10 +241,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             f"after {human_bytes(moved)} left the sender", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="the connection and its handshake worked, so the path is open; full-size packets are lost. "
             "Likely causes: " + "; ".join(_STALL_CAUSES),
-            fix="# compare the MTU of the interfaces at both ends:\n"
-                + remote.on([hmap.hosts[s], hmap.hosts[d]], "ip link show")
-                + f"\n# from {hmap.hosts[s]}, 1500-byte frames to {hmap.hosts[d]} without fragmenting:\n"
-                + _from(hmap, s, d, "ping -c 3 -M do -s 1472 {}"),
+            fix=[Fix(comment="compare the MTU of the interfaces at both ends:"),
+                 Fix(("ip link show",), [hmap.hosts[s], hmap.hosts[d]]),
+                 Fix(comment=f"from {hmap.hosts[s]}, 1500-byte frames to {hmap.hosts[d]} without fragmenting:"),
+                 _from(hmap, s, d, "ping -c 3 -M do -s 1472 {}")],
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved}))
     for h, directions, median in verdict.slow_hosts:
         rate = min(directions.values())
@@ -249,9 +256,10 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             explanation="every rank on this host waits on its network: a collective runs at the pace of its "
             "slowest link. Likely causes: a link negotiated at a lower speed, a rate limit or traffic shaping "
             "on the interface, a congested or faulty port",
-            fix=f"# the speed and duplex each interface of {hmap.hosts[h]} negotiated, and any rate limit on it:\n"
-                + remote.on([hmap.hosts[h]], "grep -H . /sys/class/net/*/speed /sys/class/net/*/duplex") + "\n"
-                + remote.on([hmap.hosts[h]], "tc qdisc show"),
+            fix=[Fix(comment=f"the speed and duplex each interface of {hmap.hosts[h]} negotiated, and any rate "
+                             "limit on it:"),
+                 Fix(("grep -H . /sys/class/net/*/speed /sys/class/net/*/duplex",), [hmap.hosts[h]]),
+                 Fix(("tc qdisc show",), [hmap.hosts[h]])],
             evidence={"host": hmap.hosts[h], "rates_gbs": directions, "median_gbs": median,
                       "ranks": hmap.ranks[h]}))
     for s, d, rate, median in verdict.slow_links:
@@ -261,7 +269,8 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
             explanation="both hosts are fast with their other partners: the path between them is the problem "
             "(a switch port, a cable, a route through a slower network)",
-            fix=f"# the path from {hmap.hosts[s]} to {hmap.hosts[d]} and its MTU:\n" + _from(hmap, s, d, "tracepath {}"),
+            fix=[Fix(comment=f"the path from {hmap.hosts[s]} to {hmap.hosts[d]} and its MTU:"),
+                 _from(hmap, s, d, "tracepath {}")],
             evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "rate_gbs": rate, "median_gbs": median}))
     if verdict.silent:
         names = ", ".join(hmap.label(h) for h in verdict.silent)
@@ -276,9 +285,9 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     return out
 
 
-def _from(hmap: HostMap, s: int, d: int, command: str) -> str:
+def _from(hmap: HostMap, s: int, d: int, command: str) -> Fix:
     """command run on host s, aimed at host d's address (or its name)."""
-    return remote.toward(hmap.hosts[s], command, hmap.addresses[d] or hmap.hosts[d])
+    return remote.toward_fix(hmap.hosts[s], command, hmap.addresses[d] or hmap.hosts[d])
 
 
 def host_table(hmap: HostMap, results: Mapping[tuple[int, int], Mapping[str, Any]], nbytes: int = 0) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 from distdoctor import remote
 from distdoctor.crosscheck.engine import fold
 from distdoctor.model import Finding, Status
+from distdoctor.remote import Fix
 from distdoctor.nccltest.plan import tree_edges
 
 HOST = "host"
@@ -464,18 +465,17 @@ def to_finding(culprit: Culprit) -> Finding:
         host = culprit.hosts[0]
         explanation = ("every collective that includes this host runs at its pace, or hangs when it fails; "
                        "its partners are fine with other hosts")
-        fix = (remote.on([host], "ip -s link") + "\n"
-               + remote.comment(f"error and drop counters of {host}'s interfaces; leave it out "
-                                f"(srun --exclude={host}) until it is fixed"))
+        fix: Fix | str = Fix(("ip -s link",), [host], f"error and drop counters of {host}'s interfaces; leave it "
+                                                      f"out (srun --exclude={host}) until it is fixed")
     elif culprit.kind == LINK:
         a, b = culprit.hosts
         explanation = ("both hosts are fine with other partners: the path between them (a switch port, a cable, "
                        "an MTU or a firewall rule on the way) is at fault")
-        fix = remote.toward(a, "tracepath -n {}", b) + "\n" + remote.comment(f"the path and its MTU from {a} to {b}")
+        fix = remote.toward_fix(a, "tracepath -n {}", b, f"the path and its MTU from {a} to {b}")
     else:
         explanation = "the pair results do not single out one host or link"
         fix = ""
     subject = culprit.hosts[0] if culprit.kind == HOST else f"{culprit.hosts[0]} {culprit.direction or '->'} " \
         f"{culprit.hosts[1]}" if culprit.kind == LINK else fold(culprit.hosts)
     return Finding(Status.FAIL if failed or culprit.kind == UNKNOWN else Status.WARN, culprit.text, subject,
-                   explanation, fix, evidence)
+                   explanation, "", evidence, remedy=(fix,) if isinstance(fix, Fix) else ())

@@ -2,6 +2,7 @@
 
 import json
 
+from distdoctor import remote
 from distdoctor.crosscheck import fleet
 from distdoctor.host import CommandResult
 from tests.harness.reports import node_report
@@ -28,7 +29,7 @@ def test_srun_garbage_and_silence_are_named_by_node():
     assert list(got.reports) == ["n1"]
     assert [m.reason for m in got.missing] == ["n2: output is not a distdoctor report (not JSON)",
                                                "n3: no answer within 30 s"]
-    assert got.missing[1].fix == "srun -w n3 -N1 -n1 python3 -m distdoctor check -v"
+    assert remote.render(got.missing[1].fix) == "srun -w n3 -N1 -n1 python3 -m distdoctor check -v"
 
 
 def test_ssh_results_timeout_refusal_and_report():

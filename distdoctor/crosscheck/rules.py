@@ -93,7 +93,8 @@ NODE_RULES: tuple[Rule, ...] = (
     # Versions and builds.
     Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, _VERSION_WHY.format("NCCL"), _install_fix("NCCL")),
     Rule("torch.version", "torch version", AGREE, Status.FAIL, _VERSION_WHY.format("torch"),
-         run="python3 -m pip install torch=={reference}"),
+         lambda diff: fixes.pip_install("torch", diff.reference, diff.outliers)
+         or Fix(comment=f"install one torch on {remote.shown(diff.outliers)} and the rest")),
     Rule("torch.cuda", "CUDA version of the torch build", AGREE, Status.WARN,
          "different CUDA builds of torch usually mean different environments on the nodes", _install_fix("torch")),
     Rule("cuda.runtime", "CUDA runtime", AGREE, Status.WARN,

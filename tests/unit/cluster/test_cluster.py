@@ -67,6 +67,10 @@ def test_nodes_sharing_hostname_and_boot_id_are_one_host_to_nccl():
     assert "gpu[003-004] share hostname gpu003" in summaries
     assert "gpu[003-004] share NCCL host hash hash-gpu003" in summaries
     assert view.outliers == ["gpu003", "gpu004"]
+    # The clone is the node whose job name is not the hostname it reports: only it is renamed.
+    [named] = [f for f in run.findings if f.subject == "host.name"]
+    assert named.fix.splitlines()[0] == "ssh gpu004 hostnamectl set-hostname gpu004", named.fix
+    assert "gpu003 hostnamectl" not in named.fix
 
 
 def test_check_failing_on_a_minority_names_those_nodes_with_the_check_to_rerun():

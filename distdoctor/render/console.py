@@ -255,9 +255,6 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
         page.line([(area, "bold underline")])
         group = list(grouped)
         folded = [] if verbose else _fold_skips(group)
-        for reason, skipped in folded:
-            page.line([page.glyph(Status.SKIP), (f" {plural(len(skipped), 'check')} skipped: {reason}", "dim"),
-                       (f"  [{', '.join(r.id for r in skipped)}]", "dim")], indent=2)
         hidden = {r.id for _reason, skipped in folded for r in skipped}
         for run in group:
             if run.id in hidden:
@@ -265,6 +262,10 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
             page.line([page.glyph(run.status), " ", (run.title, "bold" if run.status.severity >= Status.WARN.severity else ""),
                        (f"  [{run.id}]", "dim")], indent=2)
             _finding_lines(page, run, verbose)
+        # After the checks that ran: "skipped: an earlier step failed" reads after that step.
+        for reason, skipped in folded:
+            page.line([page.glyph(Status.SKIP), (f" {plural(len(skipped), 'check')} skipped: {reason}", "dim"),
+                       (f"  [{', '.join(r.id for r in skipped)}]", "dim")], indent=2)
 
     fixes = fix_items(report)
     if fixes:

@@ -58,6 +58,15 @@ def test_thirty_identical_fixes_are_one_item_with_the_subjects_folded():
     assert "2. " in fixes and "3. " not in fixes
 
 
+def test_skipped_after_a_failure_reads_after_the_step_that_failed():
+    skipped = [CheckRun(f"nccl-test.{n}", f"title of {n}", (), Status.SKIP,
+                        (Finding(Status.SKIP, "not run: an earlier step failed"),), 0.0) for n in ("a", "b")]
+    failed = CheckRun("nccl-test.rendezvous", "Rendezvous", (), Status.FAIL, (Finding(Status.FAIL, "rank 1 never arrived"),),
+                      0.0)
+    text = to_text(_report([*skipped, failed]), 100, False)
+    assert text.index("Rendezvous") < text.index("2 checks skipped: not run: an earlier step failed")
+
+
 def test_fixes_are_listed_worst_first_whatever_the_area():
     runs = [_run("gpu.a", [Finding(Status.WARN, "warn in gpu", fix="nvidia-smi")]),
             _run("host.b", [Finding(Status.WARN, "warn in host", fix="ulimit -l")]),

@@ -98,7 +98,7 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
     # cluster network in there, ahead of the drop rule (`nft add rule` would append after it).
     rank0 = next((f for f in fps if f.get("rank") == 0), None)
     node = str((rank0.get("slurm") or {}).get("node") or rank0.get("host") or "") if rank0 else ""
-    if node and network and remote.plain(network):
+    if node and network and remote.plain(network) and not ipaddress.ip_network(network, strict=False).is_loopback:
         fix += (f"\n# it times out: rank 0's node {node} drops inbound connections; let the cluster network in there:\n"
                 + remote.render(fixes.firewall_allow_from(node, [network])))
     return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),

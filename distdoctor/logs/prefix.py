@@ -73,6 +73,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nccl", re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")),
     ("indent", re.compile(r"[ \t]+")),
 )
+# Anchored explicitly: they are used with .match, and `^` also keeps a search (or a pattern that
+# starts with [ \t]*) linear on a 64 KiB line of blanks, where each start position rescanned it.
+_PATTERNS = tuple((name, re.compile(rf"^(?:{pattern.pattern})", pattern.flags)) for name, pattern in _PATTERNS)
 _DIGITS, _UPPER, _LOWER = "0123456789", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
 # The characters each prefix can start with. A line is tried only against the prefixes its
 # first character allows: the peel loop runs on every line of small inputs and on a sample of

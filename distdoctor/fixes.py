@@ -155,6 +155,8 @@ def hostname_address(name: str, nodes: Sequence[str] = ()) -> tuple[Fix, ...]:
 NAMED = {
     "memlock": lambda nodes: (memlock(nodes),),
     "shm": lambda nodes: (shm_size(SHM_SUGGESTED, nodes),),
+    # the node's own name, as the log names the node
+    "hostname": lambda nodes: hostname_address(nodes[0] if nodes else "", nodes),
 }
 
 

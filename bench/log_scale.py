@@ -9,7 +9,9 @@ the same file run alternately; medians, their ratio and each one's peak resident
 (os.wait4 rusage of that child alone) are printed, and the diagnosis is checked to name rank
 17 on gpu003 as the root cause.
 
-Goal: <= 15 s and <= 150 MiB resident for 1 GiB.
+Goal (issue 22): at most 8 times `grep -c WARN` on the same file, and <= 150 MiB resident,
+for 1 GiB: the reasoning (failure markers, launcher context, the lines before a timeout, rank
+rosters) must not cost the streaming.
 
     python bench/log_scale.py [--size-mib 1024] [--pairs 3] [--keep]
 """
@@ -149,9 +151,9 @@ def main() -> int:
         print(f"load average when done: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         print(f"diagnosis: {verdict}")
         ok = verdict.startswith(f"rank {FAILING} on {_host(FAILING)} failed first")
-        goal = statistics.median(ours) <= 15 * args.size_mib / 1024 and max(rss_ours) <= 150
+        goal = ratio <= 8 and max(rss_ours) <= 150
         print(f"diagnosis names rank {FAILING} on {_host(FAILING)}: {'yes' if ok else 'NO'}; "
-              f"goal (<= 15 s per GiB, <= 150 MiB): {'met' if goal else 'NOT met'}")
+              f"goal (<= 8x grep -c WARN, <= 150 MiB): {'met' if goal else 'NOT met'}")
         return 0 if ok else 1
     finally:
         if args.keep:

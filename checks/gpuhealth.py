@@ -190,20 +190,25 @@ def xid_errors(ctx: Context):
             yield ok(summary, evidence=evidence)
     for device, events in sorted(sxids.items()):
         found = True
-        fatal = [e for e in events if e.detail == "fatal"]
-        codes = sorted({e.code for e in events})
-        summary = (f"NVSwitch {device}: {plural(len(events), 'SXid')} ({', '.join(map(str, codes))})"
-                   + (f", {len(fatal)} fatal" if fatal else ""))
-        evidence = {"device": device, "codes": codes, "fatal": len(fatal), "first": events[0].message[:200]}
-        if fatal:
-            yield fail(summary, subject=device, action="reboot", evidence=evidence,
-                       explanation="A fatal NVSwitch error stalls NVLink traffic through it; NVIDIA's SXid guide asks "
-                                   "for the GPUs and NVSwitches to be reset (a reboot).",
+        entries = {e.code: xid_catalogue.sxid_lookup(e.code, e.detail) for e in events}
+        action = strongest(e.action for e in entries.values())
+        counts = {c: sum(1 for e in events if e.code == c) for c in entries}
+        summary = f"NVSwitch {device}: " + ", ".join(
+            f"SXid {c}" + (f" ×{counts[c]}" if counts[c] > 1 else "") + f" ({entries[c].name or 'not catalogued'})"
+            for c in sorted(entries))
+        evidence = {"device": device, "codes": {str(c): {"count": counts[c], "category": e.category, "action": e.action}
+                                                for c, e in sorted(entries.items())},
+                    "first": events[0].message[:200], "catalogue": xid_catalogue.SXID_SOURCE}
+        if needs_drain(action):
+            yield fail(summary, subject=device, action=action, evidence=evidence,
+                       explanation="NVIDIA's SXid guide: traffic through this NVSwitch stalls (jobs end with Xid "
+                                   "45 or hang) until the GPUs and NVSwitches are reset, which on a bare-metal node "
+                                   "is a reboot.",
                        fix="# drain the node and reboot it; if the SXid returns: nvidia-bug-report.sh")
         else:
             yield warn(summary, subject=device, action="none", evidence=evidence,
-                       explanation="Non-fatal (or unlabelled) NVSwitch errors: the fabric carried on. Recurring ones "
-                                   "point at a link or NVSwitch to inspect.", fix="# watch for a fatal SXid or Xid 74/145")
+                       explanation="Non-fatal NVSwitch errors: the fabric carried on. Recurring ones point at a "
+                                   "link or NVSwitch to inspect.", fix="# watch for a fatal SXid or Xid 74/145")
     if not found:
         yield ok(f"no Xid or SXid in the kernel log within {ctx.params.get('window_hours', 24.0):g} h "
                  f"({log.source}, {plural(log.log.lines, 'line')})")

@@ -12,22 +12,23 @@ absent or None, never an exception: one unreadable file must not cost the whole 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from distdoctor import bounded
 from distdoctor.config import toml_value
-from distdoctor.parsers import ParseError
-from distdoctor.parsers.slurm import parse_version as parse_slurm_version
 from distdoctor.redact import REDACTED, is_secret_name
 from distdoctor.render.json import json_safe
 
 COLLECT_TIMEOUT = 20.0  # seconds for the whole inventory; what is known by then is reported
-TOOL_TIMEOUT = 3.0  # gcc/clang/cmake/nvcc --version
+
+
+# What a getter returns for a fact this node does not have (no torch, no MPI): the name is then
+# left out, where None says "there, but unreadable".
+ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -39,117 +40,304 @@ class Field:
     # written by --snapshot: a property of the node itself. The environment is the job's, not the
     # node's: slurmd runs a health check with almost none, so pinning it would fail every node.
     snapshot: bool = True
+    # The value from the Facts of this node (ABSENT to leave it out); a row with a <placeholder>
+    # gives {concrete name: value}. None: `check` does not collect it (another command publishes it).
+    get: Callable[[Any], Any] | None = None
+    slow: bool = False  # asks a tool or library that can hang: read after every quick row
 
 
-def _f(name: str, meaning: str, source: str, agree: bool = True, snapshot: bool | None = None) -> Field:
-    return Field(name, meaning, source, agree, agree if snapshot is None else snapshot)
+def _f(name: str, meaning: str, source: str, agree: bool = True, snapshot: bool | None = None,
+       get: Callable[[Any], Any] | None = None, slow: bool = False) -> Field:
+    return Field(name, meaning, source, agree, agree if snapshot is None else snapshot, get, slow)
+
+
+# --- the rows' getters that are more than one attribute of one fact ---------------------------
+
+def _packages(facts) -> dict[str, Any]:
+    versions = facts.distributions
+    return {f"pip.{name}": versions[name] for name in sorted(versions) if RELEVANT_PACKAGES.match(name)}
+
+
+def _cuda_runtime(facts) -> str | None:
+    versions = facts.distributions
+    return next((versions[n] for n in sorted(versions) if re.match(r"nvidia_cuda_runtime(_cu\d+)?$", n)), None)
+
+
+def _driver(facts, attribute: str) -> Any:
+    driver = facts.gpu_driver
+    return ABSENT if driver.problem is not None else getattr(driver, attribute)
+
+
+def _gpu_count(facts) -> Any:
+    driver = facts.gpu_driver
+    if driver.problem is not None:
+        # No driver here (a login node) is a value: zero GPUs. A hung or broken one is unknown.
+        return 0 if driver.problem.state == "absent" else None
+    return _gpu_list(facts, len)
+
+
+def _gpu_list(facts, read: Callable[[list], Any]) -> Any:
+    """read(the GPUs), or ABSENT when the driver or the GPU table cannot be read."""
+    if facts.gpu_driver.problem is not None or facts.gpus.problem is not None:
+        return ABSENT
+    return read(facts.gpus.gpus)
+
+
+def _gpu_model(facts) -> Any:
+    def model(gpus: list) -> Any:
+        models = list(dict.fromkeys(g.name for g in gpus))
+        return (models[0] if len(models) == 1 else models) if models else None
+    return _gpu_list(facts, model)
+
+
+def _mode(values) -> Any:
+    known = {v for v in values if v is not None}
+    return None if not known else ("mixed" if len(known) > 1 else known.pop())
+
+
+def _gpu_health(facts, read: Callable[[list], Any]) -> Any:
+    return _gpu_list(facts, lambda _gpus: read(facts.gpu_health.gpus))
+
+
+def _pcie(health: list) -> str | None:
+    links = [(g.pcie_gen_max, g.pcie_width_max) for g in health if g.pcie_gen_max and g.pcie_width_max]
+    return "Gen{} x{}".format(*min(links)) if links else None
+
+
+def _nvlinks(facts) -> Any:
+    def fewest(_gpus: list) -> int | None:
+        counts = [len(g.links) for g in facts.nvlink.gpus]
+        return min(counts) if counts else None
+    return _gpu_list(facts, fewest)
+
+
+def _fabric(facts) -> dict[str, Any]:
+    got = _gpu_health(facts, lambda health: {
+        "gpu.fabric.clique": _mode(g.fabric_clique or None for g in health),
+        "gpu.fabric.cluster_uuid": _mode(g.fabric_cluster_uuid or None for g in health)})
+    return {} if got is ABSENT else got
+
+
+def _torch(facts, attribute: str) -> Any:
+    torch = facts.torch_install
+    return getattr(torch, attribute) if torch.installed else ABSENT
+
+
+def _cuda_available(facts) -> Any:
+    torch = facts.torch_install
+    if not torch.installed:
+        return ABSENT
+    if torch.build != "cuda":
+        return False
+    return facts.gpu_driver.problem is None and bool(facts.gpus.gpus)
+
+
+def _nccl_conf(facts) -> dict[str, Any]:
+    settings = facts.nccl_settings
+    out = {}
+    for name in sorted(settings.values)[:MAX_SETTINGS]:
+        setting = settings.values[name]
+        if setting.source != "environment":  # the environment's are under env.<NAME>
+            out[f"nccl.conf.{name}"] = REDACTED if is_secret_name(name) and setting.value else setting.value
+    return out
+
+
+def _nccl_found(facts) -> list[str]:
+    return list(dict.fromkeys(lib.version for lib in facts.nccl_libraries.libraries if lib.version))
+
+
+def _nccl_version(facts) -> Any:
+    libs = facts.nccl_libraries
+    default = libs.by_realpath(libs.default_path) if libs.default_path else None
+    if default is not None and default.version:
+        return default.version
+    versions = _nccl_found(facts)
+    return versions[0] if len(versions) == 1 else ABSENT
+
+
+def _nccl_versions(facts) -> Any:
+    versions = _nccl_found(facts)
+    return versions if len(versions) > 1 else ABSENT
+
+
+def _slurm_version(facts) -> Any:
+    if not any(facts.host.which(tool) for tool in ("sinfo", "srun", "scontrol")):
+        return ABSENT
+    return facts.slurm_version
+
+
+def _host_hash(facts) -> Any:
+    boot_id, hostid = facts.host_identity.boot_id, facts.host.env.get("NCCL_HOSTID")
+    if boot_id is None and hostid is None:
+        return ABSENT  # NCCL's own string would differ: no hash beats a wrong one
+    return nccl_host_hash(facts.hostname, boot_id, hostid)
+
+
+def _mpi(facts, attribute: str) -> Any:
+    found = next((launcher.mpi for launcher in facts.mpi.launchers if launcher.mpi is not None), None)
+    return ABSENT if found is None else getattr(found, attribute)
+
+
+def _per_interface(facts, what: str, read: Callable[[Any], Any]) -> dict[str, Any]:
+    shown = [i for i in facts.interfaces.interfaces if i.kind != "loopback"][:MAX_INTERFACES]
+    return {f"net.if.{iface.name}.{what}": read(iface) for iface in shown}
+
+
+def _first_address(iface) -> str | None:
+    v4 = [a for a in iface.addresses if a.family == "inet"]
+    v6 = [a for a in iface.addresses if a.family == "inet6" and not a.address.lower().startswith("fe80")]
+    first = (v4 or v6 or [None])[0]
+    if first is None:
+        return None
+    return f"{first.address}/{first.prefixlen}" if first.prefixlen is not None else first.address
+
+
+def _per_ib_port(facts, what: str) -> dict[str, Any]:
+    return {f"ib.{p.hca}.{p.port}.{what}": getattr(p, what) or None for p in facts.infiniband.ports[:MAX_IB_PORTS]}
 
 
 FIELDS: tuple[Field, ...] = (
     # --- operating system -----------------------------------------------------------------
-    _f("os.name", "distribution name", "/etc/os-release NAME"),
-    _f("os.version", "distribution version", "/etc/os-release VERSION_ID"),
-    _f("os.pretty", "distribution, as it names itself (collect_env's OS)", "/etc/os-release PRETTY_NAME"),
-    _f("kernel", "kernel release", "uname -r", snapshot=False),
-    _f("arch", "machine architecture", "uname -m"),
-    _f("libc", "C library and version (collect_env's Libc version)", "confstr(CS_GNU_LIBC_VERSION)"),
-    _f("gcc", "gcc version, when installed", "gcc --version", agree=False),
-    _f("clang", "clang version, when installed", "clang --version", agree=False),
-    _f("cmake", "cmake version, when installed", "cmake --version", agree=False),
+    _f("os.name", "distribution name", "/etc/os-release NAME", get=lambda f: f.os_release.name),
+    _f("os.version", "distribution version", "/etc/os-release VERSION_ID", get=lambda f: f.os_release.version_id),
+    _f("os.pretty", "distribution, as it names itself (collect_env's OS)", "/etc/os-release PRETTY_NAME",
+       get=lambda f: f.os_release.pretty_name),
+    _f("kernel", "kernel release", "uname -r", snapshot=False, get=lambda f: f.platform.get("release") or None),
+    _f("arch", "machine architecture", "uname -m", get=lambda f: f.platform.get("machine") or None),
+    _f("libc", "C library and version (collect_env's Libc version)", "confstr(CS_GNU_LIBC_VERSION)",
+       get=lambda f: f.platform.get("libc") or None),
+    _f("gcc", "gcc version, when installed", "gcc --version", agree=False, get=lambda f: f.compilers["gcc"], slow=True),
+    _f("clang", "clang version, when installed", "clang --version", agree=False,
+       get=lambda f: f.compilers["clang"], slow=True),
+    _f("cmake", "cmake version, when installed", "cmake --version", agree=False,
+       get=lambda f: f.compilers["cmake"], slow=True),
     # --- Python ---------------------------------------------------------------------------
-    _f("python.version", "interpreter version", "sys.version_info"),
-    _f("python.executable", "interpreter path", "sys.executable", agree=False),
+    _f("python.version", "interpreter version", "sys.version_info", get=lambda f: f.host.python_version()),
+    _f("python.executable", "interpreter path", "sys.executable", agree=False, get=lambda f: f.host.python_executable()),
     _f("python.platform", "Python's platform string (collect_env's Python platform)", "platform.platform()",
-       agree=False),
+       agree=False, get=lambda f: f.platform.get("platform") or None),
     _f("pip.<package>", "version of an installed package that matters to distributed training (torch, "
        "numpy, triton, nvidia-*, mpi4py, horovod, deepspeed, ...; collect_env's 'Versions of relevant "
-       "libraries')", "*.dist-info folder names on sys.path"),
+       "libraries')", "*.dist-info folder names on sys.path", get=_packages),
     # --- GPUs and CUDA --------------------------------------------------------------------
-    _f("gpu.count", "GPUs visible to this process", "NVML, else nvidia-smi"),
-    _f("gpu.model", "GPU model (a list when GPUs differ)", "NVML, else nvidia-smi"),
-    _f("gpu.memory_mib", "memory of the first GPU, MiB", "NVML, else nvidia-smi"),
-    _f("gpu.driver", "NVIDIA driver version", "NVML, else nvidia-smi"),
-    _f("gpu.uuids", "GPU UUIDs", "NVML, else nvidia-smi", agree=False),
-    _f("gpu.persistence", "persistence mode of every GPU: on, off, or mixed", "NVML, else nvidia-smi -q"),
-    _f("gpu.mig", "MIG mode of every GPU: enabled, disabled, mixed (absent where unsupported)", "NVML, else nvidia-smi -q"),
-    _f("gpu.pcie", "the narrowest GPU link's maximum: Gen5 x16", "NVML, else nvidia-smi -q"),
-    _f("gpu.nvlinks", "NVLink links per GPU (the fewest any GPU has)", "NVML, else nvidia-smi nvlink -s"),
+    _f("gpu.count", "GPUs visible to this process", "NVML, else nvidia-smi", get=_gpu_count, slow=True),
+    _f("gpu.model", "GPU model (a list when GPUs differ)", "NVML, else nvidia-smi", get=_gpu_model, slow=True),
+    _f("gpu.memory_mib", "memory of the first GPU, MiB", "NVML, else nvidia-smi",
+       get=lambda f: _gpu_list(f, lambda gpus: gpus[0].memory_total_mib if gpus else None), slow=True),
+    _f("gpu.driver", "NVIDIA driver version", "NVML, else nvidia-smi",
+       get=lambda f: _driver(f, "driver_version"), slow=True),
+    _f("gpu.uuids", "GPU UUIDs", "NVML, else nvidia-smi", agree=False,
+       get=lambda f: _gpu_list(f, lambda gpus: [g.uuid for g in gpus if g.uuid]), slow=True),
+    _f("gpu.persistence", "persistence mode of every GPU: on, off, or mixed", "NVML, else nvidia-smi -q",
+       get=lambda f: _gpu_health(f, lambda h: _mode({True: "on", False: "off"}.get(g.persistence_mode) for g in h)),
+       slow=True),
+    _f("gpu.mig", "MIG mode of every GPU: enabled, disabled, mixed (absent where unsupported)", "NVML, else nvidia-smi -q",
+       get=lambda f: _gpu_health(f, lambda h: _mode({True: "enabled", False: "disabled"}.get(g.mig_mode) for g in h)),
+       slow=True),
+    _f("gpu.pcie", "the narrowest GPU link's maximum: Gen5 x16", "NVML, else nvidia-smi -q",
+       get=lambda f: _gpu_health(f, _pcie), slow=True),
+    _f("gpu.nvlinks", "NVLink links per GPU (the fewest any GPU has)", "NVML, else nvidia-smi nvlink -s",
+       get=_nvlinks, slow=True),
     _f("gpu.fabric.<clique|cluster_uuid>", "NVLink fabric clique id / cluster UUID (one NVLink domain)", "nvidia-smi -q",
-       snapshot=False),
-    _f("cuda.driver", "highest CUDA version the driver supports", "NVML, else the nvidia-smi header"),
-    _f("cuda.runtime", "CUDA runtime library version installed by pip", "nvidia-cuda-runtime-* package"),
+       snapshot=False, get=_fabric, slow=True),
+    _f("cuda.driver", "highest CUDA version the driver supports", "NVML, else the nvidia-smi header",
+       get=lambda f: _driver(f, "cuda_version"), slow=True),
+    _f("cuda.runtime", "CUDA runtime library version installed by pip", "nvidia-cuda-runtime-* package",
+       get=_cuda_runtime),
     _f("cuda.toolkit", "CUDA toolkit (nvcc through the caller's PATH: not in --snapshot)", "nvcc --version",
-       snapshot=False),
-    _f("cudnn", "cuDNN version", "nvidia-cudnn-* package, else cudnn_version.h"),
+       snapshot=False, get=lambda f: f.compilers["nvcc"], slow=True),
+    _f("cudnn", "cuDNN version", "nvidia-cudnn-* package, else cudnn_version.h", get=lambda f: f.cudnn),
     # --- NCCL -----------------------------------------------------------------------------
     _f("nccl.version", "NCCL a bare dlopen(\"libnccl.so.2\") loads (else the only one found); follows the caller's "
        "LD_LIBRARY_PATH, so --snapshot leaves it out (pip.nvidia_nccl_* is the installed one)",
-       "ncclGetVersion in a throwaway interpreter", snapshot=False),
-    _f("nccl.versions", "every NCCL library found, when there are several", "ncclGetVersion"),
+       "ncclGetVersion in a throwaway interpreter", snapshot=False, get=_nccl_version, slow=True),
+    _f("nccl.versions", "every NCCL library found, when there are several", "ncclGetVersion",
+       get=_nccl_versions, slow=True),
     _f("nccl.host_hash", "the host hash NCCL computes: DJB2a of hostname + boot id, or of "
        "NCCL_HOSTID; two nodes with the same hash are treated by NCCL as one", "NCCL's getHostHash, recomputed",
-       agree=False),
+       agree=False, get=_host_hash),
     _f("nccl.network", "the network NCCL chose (IB or Socket), read from an NCCL_DEBUG=INFO log",
        "`distdoctor log` (NCCL INFO lines); `check` does not collect it", snapshot=False),
     _f("nccl.gdr", "GPUDirect RDMA on (true) or off (false), read from an NCCL_DEBUG=INFO log",
        "`distdoctor log` (NCCL INFO lines); `check` does not collect it", snapshot=False),
     _f("env.<NAME>", "an environment variable that steers distributed training: NCCL_*, TORCH_NCCL_*, "
        "GLOO_*, TORCH_DISTRIBUTED_*, CUDA_DEVICE_ORDER, CUDA_MODULE_LOADING, OMPI_MCA_btl/oob_tcp_if_*, UCX_* "
-       "(secret-looking names redacted)", "environment", snapshot=False),
+       "(secret-looking names redacted)", "environment", snapshot=False, get=lambda f: compared_env(f.host.env)),
     _f("nccl.conf.<NAME>", "an NCCL setting from ~/.nccl.conf ($NCCL_CONF_FILE) or /etc/nccl.conf that the "
-       "environment does not override", "NCCL config files"),
+       "environment does not override", "NCCL config files", get=_nccl_conf),
     # --- frameworks and launchers ---------------------------------------------------------
-    _f("torch.version", "torch version", "torch/version.py (torch is not imported)"),
-    _f("torch.cuda", "CUDA torch was built with (collect_env's 'CUDA used to build PyTorch')", "torch/version.py"),
-    _f("torch.hip", "ROCm/HIP torch was built with", "torch/version.py"),
-    _f("torch.build", "cuda, rocm, cpu or unknown", "torch/version.py"),
-    _f("torch.debug", "a debug build (collect_env's 'Is debug build')", "torch/version.py"),
-    _f("torch.git_version", "commit torch was built from", "torch/version.py"),
+    _f("torch.version", "torch version", "torch/version.py (torch is not imported)", get=lambda f: _torch(f, "version")),
+    _f("torch.cuda", "CUDA torch was built with (collect_env's 'CUDA used to build PyTorch')", "torch/version.py",
+       get=lambda f: _torch(f, "cuda")),
+    _f("torch.hip", "ROCm/HIP torch was built with", "torch/version.py", get=lambda f: _torch(f, "hip")),
+    _f("torch.build", "cuda, rocm, cpu or unknown", "torch/version.py", get=lambda f: _torch(f, "build")),
+    _f("torch.debug", "a debug build (collect_env's 'Is debug build')", "torch/version.py",
+       get=lambda f: _torch(f, "debug")),
+    _f("torch.git_version", "commit torch was built from", "torch/version.py", get=lambda f: _torch(f, "git_version")),
     _f("cuda.available", "torch would find a GPU: a CUDA build of torch, an NVIDIA driver and at least one GPU "
-       "(collect_env's 'Is CUDA available', predicted without importing torch)", "torch/version.py, NVML"),
-    _f("rocm.version", "ROCm installation (collect_env's 'HIP runtime version')", "/opt/rocm/.info/version"),
-    _f("miopen", "MIOpen version", "/opt/rocm/include/miopen/version.h"),
-    _f("mpi.impl", "MPI implementation of mpirun/mpiexec (Open MPI, MPICH, ...)", "mpirun --version", snapshot=False),
+       "(collect_env's 'Is CUDA available', predicted without importing torch)", "torch/version.py, NVML",
+       get=_cuda_available, slow=True),
+    _f("rocm.version", "ROCm installation (collect_env's 'HIP runtime version')", "/opt/rocm/.info/version",
+       get=lambda f: f.rocm.version or ABSENT),
+    _f("miopen", "MIOpen version", "/opt/rocm/include/miopen/version.h", get=lambda f: f.rocm.miopen or ABSENT),
+    _f("mpi.impl", "MPI implementation of mpirun/mpiexec (Open MPI, MPICH, ...)", "mpirun --version", snapshot=False,
+       get=lambda f: _mpi(f, "implementation"), slow=True),
     _f("mpi.version", "MPI version (mpirun through PATH, as `module load` sets it)", "mpirun --version",
-       snapshot=False),
-    _f("slurm.version", "Slurm version", "sinfo/srun --version"),
-    _f("horovod.version", "Horovod version", "horovod package metadata"),
+       snapshot=False, get=lambda f: _mpi(f, "version"), slow=True),
+    _f("slurm.version", "Slurm version", "sinfo/srun --version",
+       get=_slurm_version, slow=True),
+    _f("horovod.version", "Horovod version", "horovod package metadata", get=lambda f: f.distributions.get("horovod")),
     # --- host limits and layout -----------------------------------------------------------
-    _f("limits.memlock", "RLIMIT_MEMLOCK soft limit: bytes, or \"unlimited\"", "getrlimit"),
-    _f("shm.size", "size of /dev/shm, bytes", "statvfs(/dev/shm)"),
-    _f("cpu.model", "CPU model", "/proc/cpuinfo"),
-    _f("cpu.flags", "CPU features compiled code may need (avx2, avx512*, amx*, fma, f16c, sse4_2)", "/proc/cpuinfo"),
-    _f("mem.total_gib", "installed memory, GiB (MemTotal, rounded)", "/proc/meminfo"),
-    _f("cpu.count", "logical CPUs", "os.cpu_count()"),
-    _f("cpu.usable", "CPUs this process may run on", "sched_getaffinity", agree=False),
-    _f("numa.nodes", "NUMA nodes", "/sys/devices/system/node"),
-    _f("container.kind", "docker, podman, kubernetes, or none", "/.dockerenv, /run/.containerenv, cgroup"),
-    _f("cgroup.version", "1 or 2", "/proc/self/cgroup"),
+    _f("limits.memlock", "RLIMIT_MEMLOCK soft limit: bytes, or \"unlimited\"", "getrlimit",
+       get=lambda f: "unlimited" if f.memlock.soft < 0 else f.memlock.soft),
+    _f("shm.size", "size of /dev/shm, bytes", "statvfs(/dev/shm)", get=lambda f: f.shm.total),
+    _f("cpu.model", "CPU model", "/proc/cpuinfo", get=lambda f: f.cpu.model),
+    _f("cpu.flags", "CPU features compiled code may need (avx2, avx512*, amx*, fma, f16c, sse4_2)", "/proc/cpuinfo",
+       get=lambda f: sorted(x for x in f.cpu.flags if CPU_FLAGS.match(x)) if f.cpu.flags else None),
+    _f("mem.total_gib", "installed memory, GiB (MemTotal, rounded)", "/proc/meminfo",
+       get=lambda f: round(f.cpu.mem_total_kib / 1024 ** 2) if f.cpu.mem_total_kib else None),
+    _f("cpu.count", "logical CPUs", "os.cpu_count()", get=lambda f: f.cpu.count),
+    _f("cpu.usable", "CPUs this process may run on", "sched_getaffinity", agree=False, get=lambda f: f.cpu.usable),
+    _f("numa.nodes", "NUMA nodes", "/sys/devices/system/node", get=lambda f: f.cpu.numa_nodes),
+    _f("container.kind", "docker, podman, kubernetes, or none", "/.dockerenv, /run/.containerenv, cgroup",
+       get=lambda f: f.container_network or "none"),
+    _f("cgroup.version", "1 or 2", "/proc/self/cgroup", get=lambda f: f.cgroup.version if f.cgroup else ABSENT),
     _f("cgroup", "this process's cgroup (v2 path, or v1's cpu controller path)", "/proc/self/cgroup",
-       agree=False),
+       agree=False, get=lambda f: f.cgroup.path if f.cgroup else ABSENT),
     # --- host identity (must differ between nodes) ----------------------------------------
-    _f("host.name", "hostname", "gethostname()", agree=False),
-    _f("host.boot_id", "kernel boot id", "/proc/sys/kernel/random/boot_id", agree=False),
+    _f("host.name", "hostname", "gethostname()", agree=False, get=lambda f: f.hostname),
+    _f("host.boot_id", "kernel boot id", "/proc/sys/kernel/random/boot_id", agree=False,
+       get=lambda f: f.host_identity.boot_id),
     _f("host.machine_id", "machine id, hashed (systemd asks that the raw id stay confidential)",
-       "sha256 of /etc/machine-id", agree=False),
+       "sha256 of /etc/machine-id", agree=False, get=lambda f: f.host_identity.machine_id),
     # --- network --------------------------------------------------------------------------
     _f("net.if.<name>.kind", "interface kind: physical, veth, bridge, container, bond, ib, ...",
-       "ip -d -j link, sysfs", agree=False),
-    _f("net.if.<name>.address", "first IPv4 address with prefix (else IPv6)", "psutil", agree=False),
-    _f("net.if.<name>.mtu", "MTU", "sysfs", agree=False),
-    _f("net.if.<name>.speed", "link speed, Mb/s", "sysfs", agree=False),
-    _f("net.if.<name>.state", "up, down or no-carrier", "sysfs, psutil", agree=False),
-    _f("ib.<hca>.<port>.state", "InfiniBand port state (ACTIVE, DOWN, ...)", "/sys/class/infiniband"),
-    _f("ib.<hca>.<port>.phys_state", "physical state (LinkUp, Polling, ...)", "/sys/class/infiniband"),
-    _f("ib.<hca>.<port>.rate", "port rate", "/sys/class/infiniband"),
-    _f("ib.<hca>.<port>.link_layer", "InfiniBand or Ethernet (RoCE)", "/sys/class/infiniband"),
-    _f("ib.<hca>.fw", "HCA firmware version", "/sys/class/infiniband/<hca>/fw_ver"),
+       "ip -d -j link, sysfs", agree=False, get=lambda f: _per_interface(f, "kind", lambda i: i.kind)),
+    _f("net.if.<name>.address", "first IPv4 address with prefix (else IPv6)", "psutil", agree=False,
+       get=lambda f: _per_interface(f, "address", _first_address)),
+    _f("net.if.<name>.mtu", "MTU", "sysfs", agree=False, get=lambda f: _per_interface(f, "mtu", lambda i: i.mtu)),
+    _f("net.if.<name>.speed", "link speed, Mb/s", "sysfs", agree=False,
+       get=lambda f: _per_interface(f, "speed", lambda i: i.speed)),
+    _f("net.if.<name>.state", "up, down or no-carrier", "sysfs, psutil", agree=False,
+       get=lambda f: _per_interface(f, "state", lambda i: i.state)),
+    _f("ib.<hca>.<port>.state", "InfiniBand port state (ACTIVE, DOWN, ...)", "/sys/class/infiniband",
+       get=lambda f: _per_ib_port(f, "state")),
+    _f("ib.<hca>.<port>.phys_state", "physical state (LinkUp, Polling, ...)", "/sys/class/infiniband",
+       get=lambda f: _per_ib_port(f, "phys_state")),
+    _f("ib.<hca>.<port>.rate", "port rate", "/sys/class/infiniband", get=lambda f: _per_ib_port(f, "rate")),
+    _f("ib.<hca>.<port>.link_layer", "InfiniBand or Ethernet (RoCE)", "/sys/class/infiniband",
+       get=lambda f: _per_ib_port(f, "link_layer")),
+    _f("ib.<hca>.fw", "HCA firmware version", "/sys/class/infiniband/<hca>/fw_ver",
+       get=lambda f: {f"ib.{hca}.fw": v for hca, v in sorted(f.ib_firmware.items())[:MAX_IB_PORTS]}),
     # --- the inventory itself -------------------------------------------------------------
-    _f("inventory.incomplete", "sections still running when the time bound came (a hung tool)", "distdoctor",
+    _f("inventory.incomplete", "rows still unread when the time bound came (a hung tool)", "distdoctor",
        agree=False),
-    _f("inventory.errors", "sections that failed part-way, with the error (their other facts are kept)",
+    _f("inventory.errors", "rows that could not be read, with the error (the other rows are kept)",
        "distdoctor", agree=False),
 )
+# The order rows are read in: quick ones first, so a slow tool (a hung nvidia-smi, mpirun) costs
+# only the rows after it; rows another command publishes (get=None) are not read here.
+_COLLECTED = tuple(r for r in FIELDS if r.get and not r.slow) + tuple(r for r in FIELDS if r.get and r.slow)
 
 # Packages reported as pip.<name>: what collect_env lists, and what distributed training adds.
 CPU_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*|fma|f16c|sse4_2)$")
@@ -240,28 +428,30 @@ def nccl_host_hash(hostname: str, boot_id: str | None, hostid: str | None = None
     return f"{value:x}"
 
 
-def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any]:
-    """The inventory of this node. Sections run in order on a daemon thread; a section that
-    hangs past `timeout` leaves the inventory without it (and `inventory.incomplete` lists
-    the sections not finished) instead of holding up the report."""
-    host = host or facts.host
+def collect(facts, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any]:
+    """The inventory of this node: every row's getter over `facts`, the quick rows first, on a
+    daemon thread. A row that hangs past `timeout` leaves the inventory without it and the rows
+    after it (`inventory.incomplete` names them) instead of holding up the report; a row that
+    fails is named in `inventory.errors` and costs only itself."""
     out: dict[str, Any] = {}
     lock = threading.Lock()
-    pending = [name for name, _func in _SECTIONS]
-
+    pending = [row.name for row in _COLLECTED]
     errors: list[str] = []
 
     def work() -> None:
-        for name, func in _SECTIONS:
+        for row in _COLLECTED:
             values: dict[str, Any] = {}
             try:
-                for key, value in func(facts, host):
-                    values[key] = value
-            except Exception as exc:  # what the section had read stays; the rest is absent, named
-                errors.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
+                value = row.get(facts)  # type: ignore[misc]
+                if "<" in row.name:
+                    values = dict(value)
+                elif value is not ABSENT:
+                    values = {row.name: value}
+            except Exception as exc:  # this row is absent, named; the others are read
+                errors.append(f"{row.name}: {type(exc).__name__}: {exc}"[:200])
             with lock:
                 out.update({k: json_safe(v) for k, v in values.items()})
-                pending.remove(name)
+                pending.remove(row.name)
 
     bounded.call(work, timeout, name="inventory")
     with lock:
@@ -271,290 +461,6 @@ def collect(facts, host=None, timeout: float = COLLECT_TIMEOUT) -> dict[str, Any
         if errors:
             result["inventory.errors"] = list(errors)
     return dict(sorted(result.items()))
-
-
-# --- sections ---------------------------------------------------------------------------------
-
-def _read(host, path: str, max_bytes: int = 65536) -> str | None:
-    try:
-        return host.read_text(path, max_bytes=max_bytes)
-    except OSError:
-        return None
-
-
-def _os(facts, host) -> Iterable[tuple[str, Any]]:
-    text = _read(host, "/etc/os-release") or _read(host, "/usr/lib/os-release") or ""
-    release = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            release[key.strip()] = value.strip().strip('"').strip("'")
-    yield "os.name", release.get("NAME")
-    yield "os.version", release.get("VERSION_ID")
-    yield "os.pretty", release.get("PRETTY_NAME")
-    info = host.platform_info()
-    yield "kernel", info.get("release") or None
-    yield "arch", info.get("machine") or None
-    yield "libc", info.get("libc") or None
-    yield "python.platform", info.get("platform") or None
-    yield "python.version", host.python_version()
-    yield "python.executable", host.python_executable()
-
-
-_TOOL_VERSION = re.compile(r"(?<!\d)(\d+\.\d+(?:\.\d+)?)")  # starts only where a run of digits starts: linear
-
-
-def _tool_version(host, argv: list[str], pattern: re.Pattern[str] = _TOOL_VERSION) -> str | None:
-    if not host.which(argv[0]):
-        return None
-    result = host.run(argv, timeout=TOOL_TIMEOUT)
-    if not result.ok:
-        return None
-    m = pattern.search(result.stdout)
-    return m.group(1) if m else None
-
-
-_NVCC_RELEASE = re.compile(r"release (\d+\.\d+)")
-
-
-_TOOLS = (("gcc", ["gcc", "--version"], _TOOL_VERSION), ("clang", ["clang", "--version"], _TOOL_VERSION),
-          ("cmake", ["cmake", "--version"], _TOOL_VERSION), ("cuda.toolkit", ["nvcc", "--version"], _NVCC_RELEASE))
-
-
-def _tools(facts, host) -> Iterable[tuple[str, Any]]:
-    # All at once: four process starts in a row were most of what the inventory adds to `check`.
-    found = bounded.map(lambda tool: _tool_version(host, tool[1], tool[2]), _TOOLS, TOOL_TIMEOUT + 1,
-                        name="inventory-tool")
-    for (key, _argv, _pattern), version in zip(_TOOLS, found):
-        yield key, None if isinstance(version, bounded.TimedOut) else version
-
-
-def _packages(facts, host) -> Iterable[tuple[str, Any]]:
-    versions = host.distribution_versions()
-    for name in sorted(versions):
-        if RELEVANT_PACKAGES.match(name):
-            yield f"pip.{name}", versions[name]
-    runtime = next((versions[n] for n in sorted(versions) if re.match(r"nvidia_cuda_runtime(_cu\d+)?$", n)), None)
-    yield "cuda.runtime", runtime
-    cudnn = next((versions[n] for n in sorted(versions) if re.match(r"nvidia_cudnn(_cu\d+)?$", n)), None)
-    yield "cudnn", cudnn or _cudnn_header(host)
-    yield "horovod.version", versions.get("horovod")
-
-
-_CUDNN_DEFINE = re.compile(r"#define\s+CUDNN_(MAJOR|MINOR|PATCHLEVEL)\s+(\d+)")
-
-
-def _cudnn_header(host) -> str | None:
-    for path in ("/usr/include/cudnn_version.h", "/usr/local/cuda/include/cudnn_version.h",
-                 "/usr/include/x86_64-linux-gnu/cudnn_version.h", "/usr/include/cudnn.h"):
-        parts = dict(_CUDNN_DEFINE.findall(_read(host, path) or ""))
-        if "MAJOR" in parts:
-            return f"{parts['MAJOR']}.{parts.get('MINOR', '0')}.{parts.get('PATCHLEVEL', '0')}"
-    return None
-
-
-def _mode(values) -> Any:
-    known = {v for v in values if v is not None}
-    return None if not known else ("mixed" if len(known) > 1 else known.pop())
-
-
-def _gpus(facts, host) -> Iterable[tuple[str, Any]]:
-    driver = facts.gpu_driver
-    if driver.problem is not None:
-        # No driver here (a login node) is a value: zero GPUs. A hung or broken one is unknown.
-        yield "gpu.count", 0 if driver.problem.state == "absent" else None
-        return
-    yield "gpu.driver", driver.driver_version
-    yield "cuda.driver", driver.cuda_version
-    inventory = facts.gpus
-    if inventory.problem is not None:
-        return
-    gpus = inventory.gpus
-    yield "gpu.count", len(gpus)
-    models = list(dict.fromkeys(g.name for g in gpus))
-    yield "gpu.model", (models[0] if len(models) == 1 else models) if models else None
-    yield "gpu.memory_mib", gpus[0].memory_total_mib if gpus else None
-    yield "gpu.uuids", [g.uuid for g in gpus if g.uuid]
-    health = facts.gpu_health.gpus
-    yield "gpu.persistence", _mode({True: "on", False: "off"}.get(g.persistence_mode) for g in health)
-    yield "gpu.mig", _mode({True: "enabled", False: "disabled"}.get(g.mig_mode) for g in health)
-    links = [(g.pcie_gen_max, g.pcie_width_max) for g in health if g.pcie_gen_max and g.pcie_width_max]
-    yield "gpu.pcie", "Gen{} x{}".format(*min(links)) if links else None
-    nvlinks = [len(g.links) for g in facts.nvlink.gpus]
-    yield "gpu.nvlinks", min(nvlinks) if nvlinks else None
-    yield "gpu.fabric.clique", _mode(g.fabric_clique or None for g in health)
-    yield "gpu.fabric.cluster_uuid", _mode(g.fabric_cluster_uuid or None for g in health)
-
-
-def _torch(facts, host) -> Iterable[tuple[str, Any]]:
-    torch = facts.torch_install
-    if not torch.installed:
-        return
-    yield "torch.version", torch.version
-    yield "torch.cuda", torch.cuda
-    yield "torch.hip", torch.hip
-    yield "torch.build", torch.build
-    yield "torch.debug", torch.debug
-    yield "torch.git_version", torch.git_version
-
-
-def _environment(facts, host) -> Iterable[tuple[str, Any]]:
-    yield from compared_env(host.env).items()
-
-
-def _cuda_available(facts, host) -> Iterable[tuple[str, Any]]:
-    torch = facts.torch_install
-    if not torch.installed:
-        return
-    if torch.build != "cuda":
-        yield "cuda.available", False
-        return
-    driver = facts.gpu_driver
-    yield "cuda.available", driver.problem is None and bool(facts.gpus.gpus)
-
-
-_MIOPEN_DEFINE = re.compile(r"#define\s+MIOPEN_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)")
-
-
-def _rocm(facts, host) -> Iterable[tuple[str, Any]]:
-    version = (_read(host, "/opt/rocm/.info/version") or "").strip()
-    if version:
-        yield "rocm.version", version
-    parts = dict(_MIOPEN_DEFINE.findall(_read(host, "/opt/rocm/include/miopen/version.h") or ""))
-    if "MAJOR" in parts:
-        yield "miopen", f"{parts['MAJOR']}.{parts.get('MINOR', '0')}.{parts.get('PATCH', '0')}"
-
-
-def _nccl(facts, host) -> Iterable[tuple[str, Any]]:
-    settings = facts.nccl_settings
-    for name in sorted(settings.values)[:MAX_SETTINGS]:
-        setting = settings.values[name]
-        if setting.source != "environment":  # the environment's are under env.<NAME>
-            yield f"nccl.conf.{name}", REDACTED if is_secret_name(name) and setting.value else setting.value
-    libs = facts.nccl_libraries
-    versions = list(dict.fromkeys(lib.version for lib in libs.libraries if lib.version))
-    default = libs.by_realpath(libs.default_path) if libs.default_path else None
-    if default is not None and default.version:
-        yield "nccl.version", default.version
-    elif len(versions) == 1:
-        yield "nccl.version", versions[0]
-    if len(versions) > 1:
-        yield "nccl.versions", versions
-
-
-def _mpi(facts, host) -> Iterable[tuple[str, Any]]:
-    install = facts.mpi
-    for launcher in install.launchers:
-        if launcher.mpi is not None:
-            yield "mpi.impl", launcher.mpi.implementation
-            yield "mpi.version", launcher.mpi.version
-            return
-
-
-def _limits(facts, host) -> Iterable[tuple[str, Any]]:
-    memlock = facts.memlock
-    yield "limits.memlock", "unlimited" if memlock.soft < 0 else memlock.soft
-    yield "shm.size", facts.shm.total
-
-
-def _cpu(facts, host) -> Iterable[tuple[str, Any]]:
-    cpuinfo = _read(host, "/proc/cpuinfo", 1 << 20) or ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                  if line.split(":", 1)[0].strip() in ("model name", "Model name", "cpu model")), None)
-    yield "cpu.model", model
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
-    yield "cpu.flags", sorted(f for f in flags if CPU_FLAGS.match(f)) if flags else None
-    mem = re.search(r"^MemTotal:\s+(\d+) kB", _read(host, "/proc/meminfo") or "", re.M)
-    yield "mem.total_gib", round(int(mem.group(1)) / 1024 ** 2) if mem else None
-    yield "cpu.count", host.cpu_count()
-    yield "cpu.usable", len(host.cpu_affinity())
-    try:
-        nodes = host.list_dir("/sys/devices/system/node")
-    except OSError:
-        nodes = None
-    yield "numa.nodes", len([n for n in nodes if re.fullmatch(r"node\d+", n)]) if nodes else None
-
-
-def _container(facts, host) -> Iterable[tuple[str, Any]]:
-    yield "container.kind", facts.container_network or "none"
-    text = _read(host, "/proc/self/cgroup") or ""
-    lines = [line.split(":", 2) for line in text.splitlines() if line.count(":") >= 2]
-    if not lines:
-        return
-    unified = next((path for hid, ctl, path in lines if hid == "0" and ctl == ""), None)
-    if unified is not None and len(lines) == 1:
-        yield "cgroup.version", 2
-        yield "cgroup", unified
-    else:
-        yield "cgroup.version", 1
-        yield "cgroup", next((path for _h, ctl, path in lines if "cpu" in ctl.split(",")), lines[0][2])
-
-
-def _identity(facts, host) -> Iterable[tuple[str, Any]]:
-    name = facts.hostname
-    yield "host.name", name
-    boot_id = (_read(host, "/proc/sys/kernel/random/boot_id") or "").strip() or None
-    yield "host.boot_id", boot_id
-    machine_id = (_read(host, "/etc/machine-id") or "").strip()
-    # Hashed with a fixed prefix, as sd_id128_get_machine_app_specific() does: equal ids still
-    # compare equal across nodes, and the report does not carry the raw id.
-    yield "host.machine_id", hashlib.sha256(b"distdoctor:" + machine_id.encode()).hexdigest()[:32] \
-        if machine_id else None
-    hostid = host.env.get("NCCL_HOSTID")
-    if boot_id is not None or hostid is not None:
-        yield "nccl.host_hash", nccl_host_hash(name, boot_id, hostid)
-
-
-def _network(facts, host) -> Iterable[tuple[str, Any]]:
-    table = facts.interfaces
-    shown = [i for i in table.interfaces if i.kind != "loopback"][:MAX_INTERFACES]
-    for iface in shown:
-        base = f"net.if.{iface.name}"
-        yield f"{base}.kind", iface.kind
-        v4 = [a for a in iface.addresses if a.family == "inet"]
-        v6 = [a for a in iface.addresses if a.family == "inet6" and not a.address.lower().startswith("fe80")]
-        first = (v4 or v6 or [None])[0]
-        yield f"{base}.address", (f"{first.address}/{first.prefixlen}" if first.prefixlen is not None
-                                  else first.address) if first else None
-        yield f"{base}.mtu", iface.mtu
-        yield f"{base}.speed", iface.speed
-        yield f"{base}.state", iface.state
-
-
-def _infiniband(facts, host) -> Iterable[tuple[str, Any]]:
-    for port in facts.infiniband.ports[:MAX_IB_PORTS]:
-        base = f"ib.{port.hca}.{port.port}"
-        yield f"{base}.state", port.state or None
-        yield f"{base}.phys_state", port.phys_state or None
-        yield f"{base}.rate", port.rate or None
-        yield f"{base}.link_layer", port.link_layer or None
-    for hca, version in sorted(facts.ib_firmware.items())[:MAX_IB_PORTS]:
-        yield f"ib.{hca}.fw", version
-
-
-def _slurm_version(text: str) -> str | None:
-    try:
-        return parse_slurm_version(text)
-    except ParseError:
-        return None
-
-
-def _slurm(facts, host) -> Iterable[tuple[str, Any]]:
-    tool = next((t for t in ("sinfo", "srun", "scontrol") if host.which(t)), None)
-    if tool is None:
-        return
-    result = host.run_cached([tool, "--version"], TOOL_TIMEOUT)
-    yield "slurm.version", _slurm_version(result.stdout) if result.ok else None
-
-
-# Cheap sections first, so that a slow tool (a hung nvidia-smi, mpirun) costs only what follows it.
-_SECTIONS: tuple[tuple[str, Callable[[Any, Any], Iterable[tuple[str, Any]]]], ...] = (
-    ("os", _os), ("identity", _identity), ("cpu", _cpu), ("limits", _limits), ("container", _container),
-    ("packages", _packages), ("torch", _torch), ("network", _network), ("infiniband", _infiniband),
-    ("tools", _tools), ("environment", _environment), ("gpus", _gpus), ("cuda", _cuda_available), ("rocm", _rocm),
-    ("nccl", _nccl), ("slurm", _slurm),
-    ("mpi", _mpi),
-)
 
 
 def snapshot_names(inventory: dict[str, Any]) -> list[str]:

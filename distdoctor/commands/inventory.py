@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     host = Host()
     config = load_config(args.config, host)
     timeout = args.timeout if args.timeout is not None else inventory_mod.COLLECT_TIMEOUT
-    inventory = inventory_mod.collect(Facts(host, config), host, timeout=timeout)
+    inventory = inventory_mod.collect(Facts(host, config), timeout=timeout)
     if args.snapshot:
         text = inventory_mod.snapshot_toml(inventory, host.hostname())
     elif args.format == "json":

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 _PROVIDERS: dict[str, Callable[["Facts"], Any]] = {}
 # The area modules that define facts. Listed, not discovered, so the set is plain to read.
-_AREAS = ("host", "nccl", "net", "gpu", "torch", "slurm", "reach", "build", "hardware")
+_AREAS = ("host", "system", "nccl", "net", "gpu", "torch", "slurm", "reach", "build", "hardware")
 _loaded = False
 _load_lock = threading.Lock()
 

@@ -59,5 +59,5 @@ def inventory(facts) -> dict:
     """This node's inventory of named facts (distdoctor.inventory), bounded by its own timeout."""
     from distdoctor import inventory as inventory_mod
 
-    return inventory_mod.collect(facts, facts.host,
+    return inventory_mod.collect(facts,
                                  timeout=float(facts.options.get("inventory_timeout") or inventory_mod.COLLECT_TIMEOUT))

@@ -33,6 +33,22 @@ def _moved(before: dict | None, after: dict) -> bool | None:
     return counts != [[(m["op"], g["count"], g["size"]) for g in _groups(m)] for m in after.get("mismatch") or []]
 
 
+def _still(before: dict | None, after: dict) -> tuple[list[dict], int]:
+    """(the ranks whose counts did not move between the two answers, how many others did)."""
+    if before is None or not after.get("ranks") or not before.get("ranks"):
+        return [], 0
+    still, moved = [], 0
+    for r, v in after["ranks"].items():
+        old = before["ranks"].get(r)
+        if old is None:
+            continue
+        if old["counts"] == v["counts"]:
+            still.append({**v, "rank": int(r)})
+        else:
+            moved += 1
+    return still, moved
+
+
 def _lag_finding(comm: dict, m: dict, moved: bool | None, interval: float) -> Finding:
     groups = _groups(m)
     low, high = groups[0], groups[-1]
@@ -87,6 +103,13 @@ def ras_run(snapshots: Sequence[dict]) -> CheckRun | None:
                 findings.append(Finding(Status.FAIL, f"communicator {comm['id']}: {_who(miss)} is missing ({how})",
                                         subject=f"rank {miss.get('rank')}", evidence={"comm": comm["id"], **miss}))
             moved = _moved(before.get(comm["id"]), comm)
+            still, others = _still(before.get(comm["id"]), comm)
+            if still and others:
+                findings.append(Finding(
+                    Status.WARN, f"communicator {comm['id']}: {', '.join(_who(e) for e in still[:8])}"
+                                 f"{' and more' if len(still) > 8 else ''} launched no collective in "
+                                 f"{float(doc.get('interval') or 0):g} s while {plural(others, 'other rank')} did",
+                    subject=f"communicator {comm['id']}", evidence={"comm": comm["id"], "still": [e["rank"] for e in still]}))
             for m in comm.get("mismatch") or []:
                 if len(m.get("groups") or []) > 1:
                     findings.append(_lag_finding(comm, m, moved, float(doc.get("interval") or 0)))

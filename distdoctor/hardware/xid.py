@@ -54,3 +54,36 @@ def lookup(code: int) -> XidEntry:
     if entry is not None:
         return entry
     return XidEntry(code, "", "not in NVIDIA's Xid catalogue as distdoctor knows it", "none", "hardware")
+
+
+SXID_PATH = os.path.join(os.path.dirname(__file__), "sxid.toml")
+SXID_SOURCE = "NVIDIA Fabric Manager User Guide (DU-09883-001), appendix D"
+
+
+@dataclass(frozen=True)
+class SxidEntry:
+    code: int
+    name: str
+    category: str  # "non-fatal", "fatal", "always-fatal"; "" when not catalogued
+    action: str
+
+
+@functools.lru_cache(maxsize=1)
+def sxid_catalogue() -> dict[int, SxidEntry]:
+    with open(SXID_PATH, "rb") as fh:
+        data = tomllib.load(fh)
+    out = {}
+    for key, row in data.get("sxid", {}).items():
+        if not is_action(row["action"]):
+            raise ValueError(f"sxid.toml: SXid {key} has an unknown action {row['action']!r}")
+        out[int(key)] = SxidEntry(int(key), row["name"], row["category"], row["action"])
+    return out
+
+
+def sxid_lookup(code: int, fatality: str = "") -> SxidEntry:
+    """The catalogue's entry; else one judged by the line's own word (Fatal / Non-fatal)."""
+    entry = sxid_catalogue().get(code)
+    if entry is not None:
+        return entry
+    fatal = fatality.lower() == "fatal"
+    return SxidEntry(code, "", "fatal" if fatal else "", "reboot" if fatal else "none")

@@ -153,6 +153,11 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
                 findings.append(Finding(Status.WARN, f"{_ranks_phrase(c)}: {c.signature.title}", subject=c.signature.id,
                                         explanation=c.signature.meaning, fix=fix_lines(c.signature, e, ctx),
                                         evidence=_evidence(c, e)))
+    elif (reading := _step_reading(consequences)) is not None:
+        # a step outlasted the timeout: that, not torchrun's report of the exit it caused, leads
+        timed_out = next(c for c in consequences if _is_timeout(c))
+        findings.extend(_consequence_lead(scan, [timed_out] + [c for c in consequences if c is not timed_out],
+                                          hang_gap, ctx, reading))
     elif any("rank" in r for r in scan.elastic):
         findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
     elif consequences:
@@ -161,27 +166,7 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
             findings.append(failed)
             findings.extend(_consequence_warning(c, ctx) for c in consequences)
         else:
-            c = consequences[0]
-            e = c.first
-            quiet = _quiet(scan, hang_gap)
-            reading = timeouts.step_before(c.events) if "timeout" in c.signature.id else None
-            if reading is not None:
-                summary = (f"{_ranks_phrase(c)}: {c.signature.title}, after a step outside collectives ran "
-                           f"{reading.gap_s / 60:.0f} min ({reading.step[:80]})")
-                explanation, fix = timeouts.explanation(reading), timeouts.fix(reading)
-            else:
-                summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
-                           f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
-                explanation, fix = c.signature.meaning, fix_lines(c.signature, e, ctx)
-            if quiet:
-                explanation += " " + quiet[0]
-            evidence = _evidence(c, e)
-            if reading is not None:
-                evidence["step_before"] = {"line": redact_text(reading.step), "rank": reading.rank,
-                                           "minutes": round(reading.gap_s / 60, 1)}
-            findings.append(Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation,
-                                    fix=fix, evidence=evidence))
-            findings.extend(_consequence_warning(other, ctx) for other in consequences[1:])
+            findings.extend(_consequence_lead(scan, consequences, hang_gap, ctx, None))
     elif (failed := outcome.failed_finding(scan)) is not None:
         findings.append(failed)
     elif scan.unknown:
@@ -207,6 +192,46 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         findings.append(Finding(Status.OK, f"{g.signature.title} ({who(e)}; {plural(g.count, 'line')})", subject=g.signature.id,
                                 explanation=g.signature.meaning, evidence=_evidence(g, e)))
     return findings
+
+
+def _is_timeout(c: Group) -> bool:
+    return "timeout" in c.signature.id
+
+
+def _step_reading(consequences: list[Group]):
+    for c in consequences:
+        if _is_timeout(c) and (reading := timeouts.step_before(c.events)) is not None:
+            return reading
+    return None
+
+
+def _consequence_lead(scan: Scan, consequences: list[Group], hang_gap: float, ctx: frozenset[str],
+                      reading) -> list[Finding]:
+    """Only consequences in the log: the first one leads (FAIL), read with what came just before it
+    when it is a timeout after a long step; the others follow as warnings."""
+    c = consequences[0]
+    e = c.first
+    quiet = _quiet(scan, hang_gap)
+    if reading is not None:
+        summary = (f"{_ranks_phrase(c)}: {c.signature.title}, after a step outside collectives ran "
+                   f"{_duration(reading.gap_s)} ({reading.step[:80]})")
+        explanation, fix = timeouts.explanation(reading), timeouts.fix(reading)
+    else:
+        summary = (f"{_ranks_phrase(c)}: {c.signature.title}, and the log does not show what failed first"
+                   f" (first: {who(e)}{' at ' + e.time_text if e.time_text else ''})")
+        explanation, fix = c.signature.meaning, fix_lines(c.signature, e, ctx)
+    if quiet and reading is None:
+        explanation += " " + quiet[0]
+    evidence = _evidence(c, e)
+    if reading is not None:
+        evidence["step_before"] = {"line": redact_text(reading.step), "rank": reading.rank,
+                                   "seconds": round(reading.gap_s, 1)}
+    return ([Finding(Status.FAIL, summary, subject=c.signature.id, explanation=explanation, fix=fix,
+                     evidence=evidence)] + [_consequence_warning(other, ctx) for other in consequences[1:]])
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def _consequence_warning(c: Group, ctx: frozenset[str] = frozenset()) -> Finding:

@@ -31,7 +31,9 @@ _LEVEL = r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("quote", re.compile(r"[ \t]*>[ \t]?")),
     ("viewer", re.compile(r"[ \t]*\d{1,7}(?:[ \t]*[|│][ \t]?|\t)|\[\d{1,7}\][ \t]+(?=[\[(])")),
-    ("mpi", re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
+    # Open MPI --tag-output, with --timestamp-output's date in front when asked
+    ("mpi", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+                       r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:[ \t]?")),
     # horovodrun: `Fri Sep 25 16:52:53 2020[0]<stderr>:`
     ("horovodrun", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                               r"\[(?P<rank>\d+)\]<(?:stdout|stderr)>:[ \t]?")),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<ms>\d+)")
+# NCCL's watchdog: "Timeout(ms)=600000"; gloo: "Timed out waiting 4000ms for recv operation"
+TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<ms>\d+)|Timed out waiting (?P<gloo>\d+)ms")
 # what a rank does between collectives that can take many minutes
 _STEP = re.compile(r"(?i)\b(?:sav(?:e|ing)|checkpoint|evaluat|validat|eval\b|test(?:ing)?\b|load(?:ing)?\b|"
                    r"preprocess|tokeniz|generat|export|writ(?:e|ing)|upload|download|compil|convert|merg(?:e|ing)|"
@@ -43,7 +44,7 @@ def step_before(events) -> Reading | None:
         fired = _seconds(e.time)
         if m is None or fired is None or not e.before:
             continue
-        timeout_s = int(m.group("ms")) / 1000.0
+        timeout_s = int(m.group("ms") or m.group("gloo")) / 1000.0
         for body, when, rank in reversed(e.before):
             if _NOT_WORK.search(body):
                 continue
@@ -69,7 +70,11 @@ def fix(reading: Reading) -> str:
 
 def explanation(reading: Reading) -> str:
     who = f"rank {reading.rank}" if reading.rank is not None else "a rank"
-    return (f"Just before the timeout, {who} logged {reading.step!r}, {reading.gap_s / 60:.0f} min before the "
-            f"watchdog fired (timeout {reading.timeout_s / 60:.0f} min), and nothing after it: the other ranks waited "
+    return (f"Just before the timeout, {who} logged {reading.step!r}, {_span(reading.gap_s)} before the "
+            f"timeout fired (timeout {_span(reading.timeout_s)}), and nothing after it: the other ranks waited "
             "in the next collective while that step ran. A step that outlasts the timeout, not a dead peer, is "
             "the likely cause; raising the timeout (or synchronising around the step) is the fix here.")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"

@@ -19,9 +19,10 @@ from datetime import datetime, timezone
 
 # Words that mark a line worth a look; each is found with str.find (a memchr-speed scan), which is
 # many times faster over a long log than one regex alternation.
-# Few and short: each costs one pass over the text. "Xid" covers SXid, "NVRM" the three-line
-# "fallen off the bus" form, "AER" the one line per PCIe error that names its severity.
-_KEYWORDS = ("Xid", "NVRM", "AER", "Link ", "carrier")
+# Few, each one pass over the text (longer words scan faster). "Xid" covers SXid; "fallen off"
+# finds the three-line form, whose first line (naming the GPU) is looked up behind it; "AER: "
+# is the one line per PCIe error that names its severity.
+_KEYWORDS = ("Xid", "fallen off", "AER: ", "Link ", "carrier")
 
 
 # Time prefixes, tried in order on a candidate line.
@@ -179,6 +180,15 @@ def _candidate_starts(text: str) -> list[int]:
         while at >= 0:
             start = text.rfind("\n", 0, at) + 1
             starts.add(start)
+            if word == "fallen off":  # the GPU is named up to two lines before
+                before = start
+                for _ in range(2):
+                    if before <= 0:
+                        break
+                    before = text.rfind("\n", 0, before - 1) + 1
+                    if "NVRM: The NVIDIA GPU" in text[before:start]:
+                        starts.add(before)
+                        break
             end = text.find("\n", at)
             if end < 0:
                 break

@@ -99,7 +99,7 @@ def _snake(name: str) -> str:
 
 # --- text -------------------------------------------------------------------------------------
 
-Node = dict  # name -> str | Node; a repeated name keeps the first
+Node = dict  # lower-case name -> str | Node; a repeated name keeps the first
 
 
 def _tree(lines: list[str], start: int, end: int) -> Node:
@@ -114,16 +114,17 @@ def _tree(lines: list[str], start: int, end: int) -> Node:
         while stack and indent <= stack[-1][0]:
             stack.pop()
         parent = stack[-1][1] if stack else root
+        # Names are kept in lower case: drivers have printed "ECC Errors" and "Ecc Errors".
         if " : " in text or text.endswith(" :"):
             name, _, value = text.partition(" :")
-            parent.setdefault(name.strip(), value.strip())
+            parent.setdefault(name.strip().lower(), value.strip())
         elif ":" in text and not text.startswith("GPU "):
             name, _, value = text.partition(":")
-            parent.setdefault(name.strip(), value.strip())
+            parent.setdefault(name.strip().lower(), value.strip())
         else:
             node: Node = {}
-            if text not in parent:
-                parent[text] = node
+            if text.lower() not in parent:
+                parent[text.lower()] = node
             stack.append((indent, node))
     return root
 
@@ -132,7 +133,7 @@ def _get(node, *path: str):
     for name in path:
         if not isinstance(node, dict):
             return None
-        node = node.get(name)
+        node = node.get(name) if name in node else node.get(name.lower())
     return node
 
 
@@ -153,7 +154,7 @@ def _sum_uncorrectable(section) -> int | None:
         low = name.lower()
         if isinstance(value, dict):
             if "double bit" in low:  # pre-Ampere: Double Bit -> Total
-                count = _num(value.get("Total") or value.get("total"))
+                count = _num(value.get("total") or value.get("Total"))
                 if count is not None:
                     total = (total or 0) + count
             continue
@@ -187,6 +188,7 @@ def _text_gpu(index: int, bus_id: str, node: Node) -> QueryGpu:
     gen = _get(link, "PCIe Generation") or {}
     width = _get(link, "Link Width") or {}
     ecc = _get(node, "ECC Errors") or {}
+    ecc = ecc if isinstance(ecc, dict) else {}
     retired = _get(node, "Retired Pages") or {}
     remap = _get(node, "Remapped Rows")
     fabric = _get(node, "Fabric") or {}
@@ -201,8 +203,8 @@ def _text_gpu(index: int, bus_id: str, node: Node) -> QueryGpu:
         persistence_mode=_yes(_get(node, "Persistence Mode")),
         mig_mode=_yes(_get(mig, "Current")) if isinstance(mig, dict) else None,
         ecc_enabled=_yes(_get(node, "ECC Mode", "Current")),
-        ecc_volatile_uncorrectable=_sum_uncorrectable(ecc.get("Volatile")),
-        ecc_aggregate_uncorrectable=_sum_uncorrectable(ecc.get("Aggregate")),
+        ecc_volatile_uncorrectable=_sum_uncorrectable(ecc.get("volatile")),
+        ecc_aggregate_uncorrectable=_sum_uncorrectable(ecc.get("aggregate")),
         retired_sbe=_num(sbe if isinstance(sbe, str) else None), retired_dbe=_num(dbe if isinstance(dbe, str) else None),
         retired_pending=_yes(pending if isinstance(pending, str) else None),
         remap_correctable=_num(_get(remap, "Correctable Error")) if isinstance(remap, dict) else None,
@@ -233,7 +235,7 @@ def parse_query_text(text: str) -> QueryReport:
     for n, (at, bus_id) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
         gpus.append(_text_gpu(n, bus_id, _tree(lines, at + 1, end)))
-    return QueryReport(_word(head.get("Driver Version")), _word(head.get("CUDA Version")), tuple(gpus), "text")
+    return QueryReport(_word(head.get("driver version")), _word(head.get("cuda version")), tuple(gpus), "text")
 
 
 # --- XML --------------------------------------------------------------------------------------

@@ -498,7 +498,8 @@ exec "$@"
         for node in self.nodes:
             inside = self.run_on(node, ["sh", "-c", self._NODE_STATE], timeout=10).stdout
             with open(f"/proc/{self._slurmd_pid(node)}/mountinfo") as fh:
-                mounts = [line.split()[4] for line in fh]
+                # (mount id, mount point): a tmpfs over /dev/shm has the host's mount point, not its id
+                mounts = [tuple(line.split()[0:5:4]) for line in fh]
             state[node] = {"slurm": slurm.get(node), "inside": inside, "mounts": mounts}
         return state
 
@@ -523,7 +524,7 @@ exec "$@"
         for node in self.nodes:
             was, ns = before[node], self.netns(node)
             is_ = now[node]
-            for mount in reversed([m for m in is_["mounts"] if m not in was["mounts"]]):
+            for _id, mount in reversed([m for m in is_["mounts"] if m not in was["mounts"]]):
                 changed.append(f"{node}: {mount} mounted")
                 self._sh(["nsenter", "-t", self._slurmd_pid(node), "--mount", "umount", "-l", mount], check=False)
             if is_["inside"] != was["inside"]:

@@ -70,3 +70,30 @@ def test_ptrace_refused_names_the_reason_and_the_fix(tmp_path):
     assert f["summary"].endswith("cannot be read: ptrace refused"), f
     assert "--cap-add SYS_PTRACE" in f["fix"], f["fix"]
     assert f["explanation"].startswith("the ranks run as uid 65534 and this process (uid 0) lacks CAP_SYS_PTRACE"), f
+
+
+def test_a_rank_that_exits_while_it_is_read(tmp_path):
+    """A py-spy wrapper that ends the rank (SIGKILL) and then runs the real py-spy on it: the
+    rank is gone by the time it is read, which is what a rank exiting mid-read looks like."""
+    real = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(real):
+        pytest.skip("py-spy is not installed")
+    wrapper = tmp_path / "bin" / "py-spy"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\nkill -9 "$3"\nsleep 0.2\nexec {real} "$@"\n')  # $3: the pid after dump --pid
+    wrapper.chmod(0o755)
+    rank = rank_process()
+    try:
+        env = clean_env(PATH=f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+        proc = subprocess.run([*distdoctor_argv(), "hang", "--json", "--pids", str(rank.pid), "--timeout", "6"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        report = load_report(proc.stdout)
+    finally:
+        if rank.poll() is None:
+            rank.kill()
+        rank.wait(5)
+    assert proc.returncode == 1, proc.stderr
+    stack = [f["summary"] for f in findings(report, "hang.stacks")]
+    assert f"rank 0 on {report['host']} (pid {rank.pid}) exited while being read" in stack, stack
+    state = [f["summary"] for f in findings(report, "hang.process-state")]
+    assert f"rank 0 on {report['host']} (pid {rank.pid}) has exited (its process is gone)" in state, state

@@ -29,7 +29,9 @@ SLOW_PACK = """
     CHECKS = [slow]
 """
 
-HANG_AT_IMPORT = "import time\ntime.sleep(60)\nCHECKS = []\n"
+# Says when its import has begun (the same marker as the slow check), so the test signals as
+# soon as the packs are loading instead of after a guessed pause.
+HANG_AT_IMPORT = "import os, time\nopen(os.environ['HOSTILE_STARTED'], 'w').close()\ntime.sleep(60)\nCHECKS = []\n"
 
 
 def start(tmp_path, *extra_files):
@@ -77,7 +79,7 @@ def test_a_signal_during_the_checks_gives_the_partial_report_and_its_code(tmp_pa
 def test_a_signal_while_packs_load_exits_cleanly_with_its_code(tmp_path):
     proc = start(tmp_path, ("hang.py", HANG_AT_IMPORT))
     try:
-        time.sleep(2)
+        wait_for_slow_check(tmp_path)  # hang.py is being imported
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:

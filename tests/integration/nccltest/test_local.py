@@ -18,10 +18,18 @@ def run_local(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProc
     return proc, time.monotonic() - start
 
 
-def test_local_two_ranks_on_gloo_pass_and_leave_no_process():
+@pytest.fixture(scope="module")
+def two_ranks_with_bench():
+    """One `--local 2 --bench --json` run read by two tests: each run starts three Pythons that
+    import torch, the most expensive thing in this file, and the bench rows change nothing the
+    pass/fail checks judge."""
     require_torch()
-    proc, _ = run_local("--local", "2", "--timeout", "30", "--json")
-    doc = report(proc.stdout)
+    proc, _ = run_local("--local", "2", "--timeout", "40", "--bench", "-b", "1K", "-e", "4K", "-f", "2", "--json")
+    return proc, report(proc.stdout)
+
+
+def test_local_two_ranks_on_gloo_pass_and_leave_no_process(two_ranks_with_bench):
+    proc, doc = two_ranks_with_bench
     assert proc.returncode == 0, proc.stderr
     assert doc["command"] == "nccl-test" and doc["status"] == "ok"
     found = statuses(doc)
@@ -50,10 +58,8 @@ def test_local_bench_and_mesh_console():
     assert "3 sizes, all correct" in out
 
 
-def test_local_json_bench_rows_are_consistent():
-    require_torch()
-    proc, _ = run_local("--local", "2", "--timeout", "40", "--bench", "-b", "1K", "-e", "4K", "-f", "2", "--json")
-    doc = report(proc.stdout)
+def test_local_json_bench_rows_are_consistent(two_ranks_with_bench):
+    _proc, doc = two_ranks_with_bench
     rows = doc["nccl_test"]["bench"]
     assert [r["bytes"] for r in rows] == [1024, 2048, 4096]
     for row in rows:

@@ -92,3 +92,21 @@ def test_a_failed_start_cleans_up_what_it_started():
         cluster.start()
     assert len(cluster._daemon_pids_seen) == 4  # munged, slurmctld, two slurmd
     assert _leftovers(cluster) == []
+
+
+def test_the_shared_cluster_is_put_back_and_the_change_named(slurm_cluster):
+    """What the slurm_cluster fixture does after every test: a node drained, a tmpfs over
+    /dev/shm, another MTU and hostname inside a node are each named and undone."""
+    before = slurm_cluster.snapshot()
+    slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
+    slurm_cluster.run_on("node2", ["hostname", "node9"], timeout=10)
+    slurm_cluster.run_on("node2", ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", "/dev/shm"], timeout=10)
+    assert slurm_cluster.scontrol(["update", "nodename=node3", "state=drain", "reason=left-by-a-test"]).returncode == 0
+    changed = slurm_cluster.restore(before)
+    assert "node2: /dev/shm mounted" in changed
+    assert "node2: hostname, eth0, qdisc or nftables changed" in changed
+    assert any(c.startswith("node3: Slurm state") for c in changed), changed
+    after = slurm_cluster.snapshot()
+    for node in slurm_cluster.nodes:
+        assert after[node] == before[node], node
+    assert slurm_cluster.restore(before) == []

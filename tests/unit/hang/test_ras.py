@@ -149,3 +149,17 @@ def test_address_from_the_job():
     assert ras.address({"NCCL_RAS_ADDR": "[::1]:29000"}, 28028) == ("::1", 29000)
     assert ras.address({}, 28028) == ("localhost", 28028)
     assert ras.address({"NCCL_RAS_ADDR": "junk:x"}, 28028) == ("localhost", 28028)
+
+
+def test_ranks_that_did_not_move_while_others_did_are_named():
+    import json
+
+    first = capture("json_2.28.9_healthy_ray64928.json")
+    doc = json.loads(first)
+    doc["communicators"][0]["ranks"][0]["collective_counts"]["AllReduce"] = 3  # rank 0 launched one more
+    host, _calls = ras_host("nvidia_nccl_cu12-2.28.9.dist-info", [reply(first), reply(json.dumps(doc))])
+    run = ras_run(host)
+    said = [f.summary for f in run.findings]
+    assert ("communicator 0x514e98cf4e44862b: rank 1 (pid 8814 on 10.0.77.184, GPU 1) launched no collective in 3 s "
+            "while 1 other rank did") in said
+    assert any(s.startswith("communicator 0x514e98cf4e44862b: rank 1 (pid 8814") and "up to #2" in s for s in said)

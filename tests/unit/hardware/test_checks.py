@@ -121,9 +121,17 @@ def test_fallen_off_the_bus_reboots(log):
     assert [f.action for f in drains(findings)] == ["reboot"] and "Xid 79" in findings[0].summary
 
 
-def test_sxid_without_fatal_word_warns():
+def test_sxid_judged_by_nvidias_catalogue():
+    # 12028 is in NVIDIA's "non-fatal" table, but its traffic stalls until the fabric is reset
     findings = xid("dmesg_decode_iso_sxid12028_gpud338.log")
-    assert statuses(findings) == [Status.WARN] and findings[0].subject == "0000:84:00.0"
+    assert statuses(findings) == [Status.FAIL] and findings[0].subject == "0000:84:00.0"
+    assert findings[0].action == "reboot" and "SXid 12028 (egress nonposted PRIV error)" in findings[0].summary
+    single_bit = "nvidia-nvswitch0: SXid (PCI:0000:84:00.0): 11012, Non-fatal, Link 3 single bit ECC\n"
+    findings = run_check(gpuhealth.xid_errors, node(q(H100), kmsg=single_bit), {"window_hours": 1e6})
+    assert statuses(findings) == [Status.WARN] and findings[0].action == "none"
+    unknown = "nvidia-nvswitch0: SXid (PCI:0000:84:00.0): 99999, Fatal, something new\n"
+    findings = run_check(gpuhealth.xid_errors, node(q(H100), kmsg=unknown), {"window_hours": 1e6})
+    assert findings[0].action == "reboot" and "not catalogued" in findings[0].summary
 
 
 @pytest.mark.parametrize("log", ["dmesg_decode_iso_boot_mlx5_links_healthy.log", "kmsg_records_nvswitch_open_healthy.log",

@@ -206,3 +206,12 @@ def test_xid_catalogue_is_whole_and_acts():
     assert xid.lookup(63).action == "none"  # a row remap event; the pending remap is judged from nvidia-smi -q
     assert not xid.lookup(99999).known and xid.lookup(99999).action == "none"
     assert strongest(["none", "reboot", "reset-gpu"]) == "reboot"
+
+
+def test_sxid_catalogue():
+    cat = xid.sxid_catalogue()
+    assert len(cat) > 80 and all(e.action in ACTIONS for e in cat.values())
+    assert {e.category for e in cat.values()} == {"non-fatal", "fatal", "always-fatal"}
+    assert all(needs_drain(e.action) for e in cat.values() if e.category != "non-fatal")
+    assert xid.sxid_lookup(11012).action == "none" and xid.sxid_lookup(12028).action == "reboot"
+    assert xid.sxid_lookup(99999, "fatal").action == "reboot" and xid.sxid_lookup(99999, "").action == "none"

@@ -29,7 +29,7 @@ def test_a_long_step_before_the_timeout_reads_as_the_step(tmp_path, step):
     lead = _diagnosis(tmp_path, text).findings[0]
     assert "after a step outside collectives ran 20 min" in lead.summary
     assert "timedelta(minutes=" in lead.fix and "raising the timeout only hides it" not in lead.fix
-    assert lead.evidence["step_before"]["rank"] == 0
+    assert lead.evidence["step_before"]["rank"] == 0 and round(lead.evidence["step_before"]["seconds"]) == 1201
 
 
 @pytest.mark.parametrize("before", [
@@ -98,3 +98,17 @@ def test_the_log_tells_its_launcher(tmp_path):
 
 def test_an_unknown_condition_is_refused():
     assert "unknown condition" in signatures.fix_problem("[kubernetes] export X=1")
+
+
+def test_a_veth_with_a_routable_address_is_kept_and_a_link_local_tunnel_is_not(tmp_path):
+    # NVIDIA/nccl#529: NCCL listed a link-local ip6tnl0 and a veth0 holding a global IPv6 address
+    pre = "NvYt-dcf441d17e21:97:221 [0] NCCL INFO "
+    text = (f"{pre}NET/Socket : Using [0]ip6tnl0:fe80::e866:19ff:fe1e:a688%ip6tnl0<0> "
+            f"[1]veth0:2a02:6b8:fc1d:3606:0:4457:edef:600a<0>\n{pre}NCCL version 2.5.6+cuda10.0\n")
+    path = tmp_path / "job.log"
+    path.write_text(text)
+    runs, _ok = analyse([str(path)], use_grep=False)
+    setup = next(r for r in runs if r.id == "log.nccl-setup")
+    flagged = [f for f in setup.findings if f.subject == "nccl.socket"]
+    assert [f.summary for f in flagged] == ["NCCL's socket on rank NvYt-dcf441d17e21:97 uses ip6tnl0 (link-local address)"]
+    assert "NCCL_SOCKET_IFNAME='=veth0'" in flagged[0].fix

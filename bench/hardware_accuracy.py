@@ -1,0 +1,104 @@
+"""How many of the labelled real captures the hardware checks judge right (docs/hardware.md).
+
+Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink}/INDEX.md and tests/data/ib_sysfs has
+a label: faulty (a fault a node should be drained or inspected for), app (only the application's
+own errors) or healthy. Each is put on a FakeHost the way the checks read a live node (nvidia-smi
+-q/-q -x answered from the capture, a kernel log as /dev/kmsg, a sysfs tree as files) and the
+checks that read it run through the engine. Printed: per capture the verdict, then faults named,
+false drains of healthy or application-only nodes.
+
+    python bench/hardware_accuracy.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from distdoctor.checks import gpufabric, gpuhealth, ib  # noqa: E402
+from distdoctor.hardware.actions import needs_drain  # noqa: E402
+from distdoctor.model import Status  # noqa: E402
+from distdoctor.testing import FakeHost, fixture_text, run_check  # noqa: E402
+
+DATA = os.path.join(ROOT, "tests", "data")
+TABLE = os.path.join(DATA, "nvidia_smi", "nvidia-smi_565_8xH100SXM_cuda12.7.txt")
+H100 = os.path.join(DATA, "nvidia_smi_q", "q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt")
+GPU_CHECKS = [gpuhealth.memory_errors, gpuhealth.pcie_link, gpuhealth.throttle, gpufabric.mig_consistency,
+              gpufabric.fabric]
+
+
+def labels(folder: str) -> dict[str, str]:
+    out = {}
+    for line in open(os.path.join(DATA, folder, "INDEX.md")):
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 4 and cells[3] in ("faulty", "healthy", "app"):
+            out[cells[1]] = cells[3]
+    return out
+
+
+def verdict(findings) -> str:
+    if any(f.status is Status.FAIL and needs_drain(f.action) for f in findings):
+        return "drain"
+    if any(f.status in (Status.FAIL, Status.WARN) and f.action not in ("", "none", "app-error") for f in findings):
+        return "inspect"
+    if any(f.action == "app-error" for f in findings):
+        return "app"
+    return "ok"
+
+
+def judge(folder: str, name: str) -> str:
+    text = fixture_text(os.path.join(DATA, folder, name))
+    base = {("nvidia-smi",): fixture_text(TABLE)}
+    if folder == "nvidia_smi_q":
+        key = ("nvidia-smi", "-q", "-x") if name.endswith(".xml") else ("nvidia-smi", "-q")
+        host = FakeHost(commands={**base, key: text, (*key, "-d", "PERFORMANCE"): text})
+        findings = [f for c in GPU_CHECKS for f in run_check(c, host, {"window_seconds": 0.05})]
+    elif folder == "kernel_log":
+        host = FakeHost(commands={**base, ("nvidia-smi", "-q"): fixture_text(H100)},
+                        files={"/dev/kmsg": text, "/proc/uptime": "100000 0\n"})
+        findings = [f for c in (gpuhealth.xid_errors, gpuhealth.pcie_link)
+                    for f in run_check(c, host, {"window_hours": 1e9})]
+    else:  # nvlink -e: links from a status with every listed link active
+        gpus = sorted({int(g) for g in re.findall(r"^GPU (\d+):", text, re.M)})
+        status = "".join(f"GPU {g}: x (UUID: GPU-{g})\n" + "".join(f"\t Link {i}: 25 GB/s\n" for i in range(6))
+                         for g in gpus)
+        host = FakeHost(commands={**base, ("nvidia-smi", "-q"): fixture_text(H100),
+                                  ("nvidia-smi", "nvlink", "-s"): status if "_e_" in name else text,
+                                  ("nvidia-smi", "nvlink", "-e"): text if "_e_" in name else ""})
+        findings = run_check(gpuhealth.nvlink, host)
+    return verdict(findings)
+
+
+def main() -> int:
+    named = faults = false_drains = clean = 0
+    for folder in ("nvidia_smi_q", "kernel_log", "nvlink"):
+        for name, label in sorted(labels(folder).items()):
+            got = judge(folder, name)
+            right = (got in ("drain", "inspect")) if label == "faulty" else (got in ("ok", "app"))
+            print(f"{'ok ' if right else 'BAD'} {label:<8} {got:<8} {folder}/{name}")
+            if label == "faulty":
+                faults += 1
+                named += got in ("drain", "inspect")
+            else:
+                clean += 1
+                false_drains += got == "drain"
+    tree = os.path.join(DATA, "ib_sysfs", "h100_8hca_gpud")
+    files = {"/proc/uptime": "100000 0\n"}
+    for base, _d, names in os.walk(tree):
+        for n in names:
+            files["/sys/class/infiniband/" + os.path.relpath(os.path.join(base, n), tree)] = open(os.path.join(base, n)).read()
+    got = verdict(run_check(ib.port_counters, FakeHost(files=files), {"sample_seconds": 0.01}))
+    faults += 1
+    named += got in ("drain", "inspect")
+    print(f"{'ok ' if got != 'ok' else 'BAD'} faulty   {got:<8} ib_sysfs/h100_8hca_gpud")
+    print(f"\nfaults named: {named} of {faults}; false drains: {false_drains} of {clean} healthy or application-only")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,7 +12,7 @@ from typing import Sequence
 from distdoctor import __version__, output, signals
 from distdoctor.commands import COMMANDS, load
 from distdoctor.commands.common import UsageError
-from distdoctor.model import EXIT_CODES_HELP, EXIT_OUTPUT, EXIT_USAGE
+from distdoctor.model import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except output.OutputError as exc:
             print(f"distdoctor: {exc}", file=sys.stderr)
             return _finish(EXIT_OUTPUT, None)
+        except BrokenPipeError:  # `distdoctor log ... | head -1`
+            return _finish(EXIT_OUTPUT, None)
+        except KeyboardInterrupt:  # Ctrl-C: an exit code, not a traceback
+            print("distdoctor: interrupted by SIGINT", file=sys.stderr)
+            return _finish(EXIT_INTERRUPTED, None)
     from distdoctor import reaper
     from distdoctor.engine import Interrupted
 

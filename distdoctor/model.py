@@ -42,6 +42,7 @@ EXIT_ERROR = 2
 EXIT_USAGE = 64
 EXIT_OUTPUT = 74
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a program ended by Ctrl-C
+EXIT_HANGUP = 129  # 128 + SIGHUP (the terminal or ssh session went away)
 EXIT_TERMINATED = 143  # 128 + SIGTERM (Slurm's health check or a timeout(1) wrapper gave up)
 
 EXIT_CODES_HELP = """\
@@ -51,6 +52,7 @@ exit codes:
   2   no FAIL, but a check ended in ERROR or TIMEOUT: the result is incomplete
   64  usage error: bad arguments or a malformed config file
   74  the report could not be written (-o FILE)
+  129 hung up (SIGHUP: the terminal or ssh session went away): the report shows what finished
   130 interrupted (SIGINT, Ctrl-C): the report shows what finished, the rest as ERROR
   143 terminated (SIGTERM): likewise
 """

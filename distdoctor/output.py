@@ -19,6 +19,7 @@ Every failure is an OutputError with one line for the user; the CLI maps it to E
 from __future__ import annotations
 
 import errno
+import fcntl
 import io
 import os
 import select
@@ -64,8 +65,19 @@ def _same_file(st: os.stat_result, fd: int) -> bool:
     return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
 
 
-def _kind(path: str) -> tuple[str, os.stat_result | None]:
+# This process's own stdout and stderr by name. While checks run, fd 1 points at stderr (see
+# ReservedStdout), so /dev/stdout resolves to stderr's file: the names decide, not the inode.
+_STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+_STDERR_NAMES = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
+
+
+def _kind(path: str, stdout_fd: int | None = 1) -> tuple[str, os.stat_result | None]:
     """('new' | 'regular' | 'stream' | 'stdout' | 'stderr', stat) or OutputError for what is refused."""
+    normal = os.path.normpath(path)
+    if normal in _STDOUT_NAMES or normal == f"/proc/{os.getpid()}/fd/1":
+        return "stdout", None
+    if normal in _STDERR_NAMES or normal == f"/proc/{os.getpid()}/fd/2":
+        return "stderr", None
     try:
         st = os.stat(path)  # follows symlinks: -o writes to a link's target
     except FileNotFoundError:
@@ -79,9 +91,9 @@ def _kind(path: str) -> tuple[str, os.stat_result | None]:
     if stat.S_ISDIR(mode):
         raise OutputError(f"cannot write the report to {path}: it is a directory; name a file in it")
     if stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        # Writing to our own stdout through its /dev or /proc name goes to fd 1 itself, so a
-        # shell redirection (`-o /dev/stdout > file`) keeps its offset and its file.
-        if _same_file(st, 1):
+        # The file our own stdout (the reserved descriptor) or stderr is, named another way
+        # (`-o out.txt > out.txt`): written through that descriptor, keeping its offset.
+        if stdout_fd is not None and _same_file(st, stdout_fd) and not _same_file(st, 2):
             return "stdout", st
         if _same_file(st, 2):
             return "stderr", st
@@ -93,6 +105,8 @@ def _kind(path: str) -> tuple[str, os.stat_result | None]:
 
 def check_writable(path: str) -> None:
     """Refuse, before the checks run, a path the report could never be written to."""
+    if path == "-":
+        return
     kind, _st = _kind(path)
     if kind == "new":
         directory = os.path.dirname(os.path.abspath(path))
@@ -108,7 +122,29 @@ def check_writable(path: str) -> None:
 
 
 def write_fd(fd: int, data: bytes, timeout: float = WRITE_TIMEOUT) -> None:
-    """All of data to fd, waiting at most `timeout` for a stalled reader."""
+    """All of data to fd, waiting at most `timeout` for a stalled reader. The descriptor is made
+    non-blocking for the write (and restored): a blocking write into a full pipe whose reader
+    never reads (`check --json | sleep 50`) would wait as long as the reader lives."""
+    flags = None
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        if not flags & os.O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        else:
+            flags = None
+    except OSError:
+        flags = None
+    try:
+        _write_all(fd, data, timeout)
+    finally:
+        if flags is not None:
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+            except OSError:
+                pass
+
+
+def _write_all(fd: int, data: bytes, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     view = memoryview(data)
     while view:
@@ -193,9 +229,14 @@ def write_report(text: str, path: str | None, stdout_fd: int | None = 1) -> None
     """Write text to path as described in the module docstring, or to stdout_fd when path is
     None or '-'. stdout_fd is where the report goes while fd 1 may be pointed elsewhere (None:
     stdout was closed)."""
-    kind, st = ("stdout", None) if not path or path == "-" else _kind(path)
+    kind, st = ("stdout", None) if not path or path == "-" else _kind(path, stdout_fd)
     data = _encode(text, kind == "stdout")
-    if kind == "stdout":
+    if kind == "stderr":
+        try:
+            write_fd(2, data)
+        except OSError as exc:
+            raise OutputError(f"cannot write the report to {path}: {_why(exc)}") from None
+    elif kind == "stdout":
         if stdout_fd is None:
             raise OutputError("cannot write the report to stdout: it is closed")
         try:
@@ -203,7 +244,7 @@ def write_report(text: str, path: str | None, stdout_fd: int | None = 1) -> None
         except OSError as exc:
             raise OutputError(f"cannot write the report to {path if path and path != '-' else 'stdout'}: "
                               f"{_why(exc)}") from None
-    elif kind in ("stderr", "stream"):
+    elif kind == "stream":
         _write_stream(str(path), data)
     else:
         _write_regular(str(path), data, st)

@@ -12,6 +12,12 @@ cost one pass over /proc, so they run at most every SWEEP_INTERVAL (a thousand p
 out together must not each pay for one); `kill_all`, at exit (normal, interrupted, or abandoning
 hung checks with os._exit), kills every group still running and sweeps for every token.
 
+Once exit begins (`kill_all`) no command may start: Host asks `may_start` before each start, and
+`kill_all` waits for the starts already under way (fork and exec: milliseconds), so every
+process is either in the table when `kill_all` reads it or is killed by `started` itself.
+A second signal during exit calls `kill_all` again without waiting for the lock the first one
+may hold.
+
 What escapes: a descendant that both leaves the process group and clears its environment, or one
 running as another user while distdoctor is not root (its /proc/PID/environ is unreadable).
 """
@@ -33,7 +39,10 @@ _lock = threading.Lock()
 _live: dict[int, str] = {}  # process group id (the command's pid) -> its token
 _tokens: set[str] = set()  # every token handed out: swept at exit
 _dead: set[str] = set()  # tokens of commands killed at their timeout: swept now
-_state: dict[str, object] = {"armed": False, "last_sweep": 0.0}
+_state: dict[str, object] = {"armed": False, "last_sweep": 0.0, "closing": False}
+_starting = [0]  # starts under way: may_start() said yes, started()/start_failed() not yet called
+_no_starts = threading.Condition(_lock)
+START_WAIT = 2.0  # seconds kill_all waits for starts under way
 
 
 def _arm() -> None:
@@ -63,9 +72,35 @@ def new_token() -> str:
     return token
 
 
-def started(pid: int, token: str) -> None:
+def may_start() -> bool:
+    """Before starting a command: False once exit has begun; else the start is counted until
+    `started` or `start_failed` says how it went."""
     with _lock:
-        _live[pid] = token
+        if _state["closing"]:
+            return False
+        _starting[0] += 1
+        return True
+
+
+def start_failed() -> None:
+    with _lock:
+        _starting[0] -= 1
+        _no_starts.notify_all()
+
+
+def started(pid: int, token: str) -> None:
+    """A command is running. If exit began meanwhile, it is killed now: kill_all may already
+    have read the table."""
+    with _lock:
+        _starting[0] -= 1
+        _no_starts.notify_all()
+        closing = bool(_state["closing"])
+        if not closing:
+            _live[pid] = token
+        else:
+            _tokens.add(token)
+    if closing:
+        _killpg(pid)
 
 
 def ended(pid: int) -> None:
@@ -120,12 +155,21 @@ def kill_tree(pid: int, token: str) -> None:
     _sweep(tokens)
 
 
-def kill_all() -> None:
-    """At exit: every command still running and everything any command left behind."""
-    with _lock:
+def kill_all(wait: bool = True) -> None:
+    """At exit: every command still running and everything any command left behind. From then
+    on nothing may start. wait=False (a second signal, inside a handler that may have
+    interrupted a holder of the lock): do not wait for the lock or for starts under way."""
+    locked = _lock.acquire(timeout=START_WAIT if wait else 0.2)
+    try:
+        _state["closing"] = True
+        if locked and wait:
+            _no_starts.wait_for(lambda: _starting[0] <= 0, timeout=START_WAIT)
         live = list(_live)
         _live.clear()
         tokens = set(_tokens)
+    finally:
+        if locked:
+            _lock.release()
     for pgid in live:
         _killpg(pgid)
     if tokens:

@@ -42,7 +42,7 @@ def redact(value: Any, _depth: int = 0) -> Any:
 
 
 _INLINE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)")
-_URL_PASSWORD = re.compile(r"(\w+://[^\s:/@]+:)[^\s@/]+@")
+_URL_PASSWORD = re.compile(r"(?<!\w)(\w+://[^\s:/@]+:)[^\s@/]+@")
 
 
 def redact_text(text: str) -> str:

@@ -4,14 +4,19 @@ failed first, its host, the cause and the fix (the reading is distdoctor/logs/an
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+import threading
 import time
 
-from distdoctor import limits
+from distdoctor import limits, output
 from distdoctor.commands.common import UsageError, add_output_arguments, render, write_output
-from distdoctor.model import EXIT_CODES_HELP, EXIT_ERROR, exit_code
+from distdoctor.model import EXIT_CODES_HELP, EXIT_ERROR, CheckRun, Finding, Status, exit_code
 
 EPILOG = EXIT_CODES_HELP
+# Reading 4 GiB of logs takes minutes; a bound is what keeps a FIFO that never ends, a file that
+# keeps growing or a bug from holding whoever runs `log` for ever.
+DEFAULT_TIMEOUT = 600.0
 OWN_SIGNALS = True  # runs no third-party code; Ctrl-C ends it as Python does
 
 DESCRIPTION = """\
@@ -33,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"read at most N files from each directory (default {reader.MAX_FILES})")
     parser.add_argument("--max-bytes", type=_size, default=reader.MAX_BYTES, metavar="SIZE",
                         help="read at most SIZE of one file: its head and tail, half each (default 4G)")
+    parser.add_argument("--timeout", type=limits.arg_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"bound for reading and judging the logs (default {DEFAULT_TIMEOUT:g}); past it the "
+                             f"report says what was not finished, exit 2")
     parser.add_argument("--hang-gap", type=limits.arg_seconds, default=60.0, metavar="SECONDS",
                         help="a rank silent this long before the others' last line counts as stopped (default 60)")
 
@@ -42,8 +50,8 @@ def _size(text: str) -> int:
     t = text.strip().lower().rstrip("ib")
     try:
         value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except (ValueError, IndexError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 4G)") from None
+    except (ValueError, IndexError, OverflowError):  # OverflowError: `infG`
+        raise argparse.ArgumentTypeError(f"not a size: {text[:40]!r} (examples: 512M, 4G)") from None
     if value < 1024:
         raise argparse.ArgumentTypeError("--max-bytes must be at least 1K")
     return value
@@ -58,14 +66,40 @@ def run(args: argparse.Namespace, out=None) -> int:
     started = time.monotonic()
     if args.paths.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
-    try:
-        runs, readable = analyse(args.paths, stdin=sys.stdin.buffer, max_files=args.max_files,
-                                 max_bytes=args.max_bytes, hang_gap=args.hang_gap)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- a bug while reading: say so in one line, never a traceback
+    if args.output:
+        output.check_writable(args.output)  # before reading gigabytes: exit 74 now, not after
+    elif sys.stdout is None:
+        raise output.OutputError("cannot write the report to stdout: it is closed")
+    box: dict = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["result"] = analyse(args.paths, stdin=sys.stdin.buffer if sys.stdin is not None else None,
+                                    max_files=args.max_files, max_bytes=args.max_bytes, hang_gap=args.hang_gap)
+        except Exception as exc:  # noqa: BLE001 -- a bug while reading: said in one line, never a traceback
+            box["error"] = exc
+        finally:
+            done.set()
+
+    # On a daemon thread: the main thread keeps the bound and takes Ctrl-C at once; at the bound
+    # the thread is abandoned and the CLI exits without waiting for it.
+    worker = threading.Thread(target=work, daemon=True, name="log-analysis")
+    worker.start()
+    # An Event, not join(): Python 3.11's join() interrupted by Ctrl-C marks the thread dead while
+    # it still runs, and the exit that follows then waits on it (and on stdin's lock) for ever.
+    done.wait(args.timeout)
+    if "error" in box:
+        exc = box["error"]
         print(f"distdoctor: reading the log failed: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
         return EXIT_ERROR
+    if "result" in box:
+        runs, readable = box["result"]
+    else:
+        runs, readable = [CheckRun("log.input", "The input could be read", ("log",), Status.TIMEOUT, (Finding(
+            Status.TIMEOUT, f"reading and judging the logs did not finish within --timeout {args.timeout:g} s",
+            fix=f"distdoctor log --timeout {max(args.timeout * 4, 60):g} --max-bytes 512M {shlex.join(args.paths)}"),),
+            args.timeout, "log")], True
     from distdoctor.host import Host
 
     report = build_report(runs, host=Host().hostname(), context=detect_context({}), started=started_wall,
@@ -77,10 +111,8 @@ def run(args: argparse.Namespace, out=None) -> int:
         elif args.output:
             write_output(render(report, "console", args.verbose, True), args.output)
     except OSError as exc:
-        print(f"distdoctor: cannot write the report to {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        from distdoctor.model import EXIT_OUTPUT
-
-        return EXIT_OUTPUT
+        raise output.OutputError(f"cannot write the report to {args.output or 'stdout'}: "
+                                 f"{exc.strerror or exc}") from None
     if not readable:
         return EXIT_ERROR
     return exit_code(report.runs, args.fail_on)

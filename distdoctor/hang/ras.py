@@ -54,7 +54,7 @@ def gate(version: str, rules: dict[str, Any] | None = None) -> tuple[bool, str]:
 
 # -- which NCCL a rank loaded ---------------------------------------------------------------
 
-_LIB = re.compile(r"(\S*/libnccl\.so[.\d]*)\s*$")
+_LIB = re.compile(r"(?<!\S)(\S*/libnccl\.so[.\d]*)\s*$")
 _FILE_VERSION = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)")
 _DIST = re.compile(r"^nvidia_nccl_cu\d+-(\d+\.\d+\.\d+)[^/]*\.dist-info$")
 

@@ -43,6 +43,8 @@ class Processes:
             return CommandResult(argv, 127, error="not found")
         token = reaper.new_token()
         run_env[reaper.TOKEN_VAR] = token
+        if not reaper.may_start():  # distdoctor is exiting: an abandoned check starts nothing more
+            return CommandResult(argv, None, error="not started: distdoctor is exiting")
         try:
             proc = subprocess.Popen(
                 [exe, *argv[1:]], stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -50,11 +52,17 @@ class Processes:
                 start_new_session=True,
             )
         except FileNotFoundError:
+            reaper.start_failed()
             return CommandResult(argv, 127, error="not found")
         except PermissionError:
+            reaper.start_failed()
             return CommandResult(argv, 126, error="permission denied")
         except OSError as exc:
+            reaper.start_failed()
             return CommandResult(argv, 126, error=exc.strerror or str(exc))
+        except BaseException:
+            reaper.start_failed()
+            raise
         reaper.started(proc.pid, token)
         try:
             data = input.encode() if isinstance(input, str) else input
@@ -148,11 +156,17 @@ class Processes:
             return None
         token = reaper.new_token()
         run_env[reaper.TOKEN_VAR] = token
+        if not reaper.may_start():
+            return None
         try:
             proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, env=run_env, start_new_session=True)
         except OSError:
+            reaper.start_failed()
             return None
+        except BaseException:
+            reaper.start_failed()
+            raise
         reaper.started(proc.pid, token)
 
         def kill(proc: subprocess.Popen) -> None:

@@ -73,6 +73,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nccl", re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")),
     ("indent", re.compile(r"[ \t]+")),
 )
+# Anchored explicitly: they are used with .match, and `^` also keeps a search (or a pattern that
+# starts with [ \t]*) linear on a 64 KiB line of blanks, where each start position rescanned it.
+_PATTERNS = tuple((name, re.compile(rf"^(?:{pattern.pattern})", pattern.flags)) for name, pattern in _PATTERNS)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
 # srun and slurmstepd report on a task's behalf: "srun: error: node2: task 1: Killed",

@@ -155,7 +155,10 @@ def blocks(paths: list[str], stats: Stats, *, stdin: BinaryIO | None = None, blo
 
 def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stats, block: int,
           max_line: int, max_bytes: int) -> Iterator[Block]:
-    first = stream.read(min(block, max_bytes))
+    # A regular file is read up to the size it had when opened: one that keeps growing (a live
+    # job's log, or /proc/self/fd of a writer that never stops) would otherwise never end.
+    limit = min(size, max_bytes) if size is not None and size <= max_bytes else None
+    first = stream.read(min(block, max_bytes, limit if limit is not None else max_bytes))
     if not first:
         stats.problems.append(Problem(name, Status.SKIP, f"{name} is empty"))
         return
@@ -204,6 +207,10 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
             nxt = b""
             stats.problems.append(Problem(name, Status.WARN,
                                           f"{name}: read its first {_size(max_bytes)} only (--max-bytes)"))
+        elif limit is not None:
+            nxt = stream.read(min(block, limit - read)) if read < limit else b""
+        elif size is not None and tail_from is not None and head_limit is None:
+            nxt = stream.read(min(block, max(0, size - stream.tell()))) if stream.tell() < size else b""
         else:
             nxt = stream.read(block)
         last = not nxt

@@ -107,7 +107,7 @@ def peer_address(line: str) -> str:
 # dropped ("failed : No" and "failed: No" read alike), markdown's ** and ` are ignored. A pasted
 # line's spacing varies with the tool, the release and the paste; the catalogue's wording does not.
 _BLANKS = re.compile(r"[ \t]{2,}|\t")
-_BEFORE_COLON = re.compile(r"[ \t]+:(?=[ \t]|$)")
+_BEFORE_COLON = re.compile(r"(?<![ \t])[ \t]+:(?=[ \t]|$)")  # from a run's start: linear
 _BOLD = re.compile(r"(?<!\*)\*\*(?!\*)")  # markdown bold, not slurmstepd's ***
 
 

@@ -23,7 +23,7 @@ import time
 import warnings
 
 from distdoctor import limits
-from distdoctor.model import EXIT_ERROR, EXIT_USAGE
+from distdoctor.model import EXIT_ERROR, EXIT_OUTPUT, EXIT_USAGE
 
 # Followers wait this much past rank 0's bound, so that rank 0 reports first.
 FOLLOWER_GRACE_S = 2.0
@@ -94,13 +94,6 @@ def _validate(args: argparse.Namespace) -> str:
         return "--local needs a number of ranks"
     if args.iters < 1:
         return "--iters must be at least 1"
-    if getattr(args, "output", None):
-        from distdoctor import output
-
-        try:
-            output.check_writable(args.output)
-        except output.OutputError as exc:
-            return str(exc)
     try:
         args.bench_sizes = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes),
                                        args.stepfactor)
@@ -115,6 +108,14 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"distdoctor nccl-test: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "output", None):
+        from distdoctor import output
+
+        try:
+            output.check_writable(args.output)  # before the job's ranks wait on this one
+        except output.OutputError as exc:
+            print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
+            return EXIT_OUTPUT
     if importlib.util.find_spec("torch") is None:
         print(INSTALL_HINT.format(python=sys.executable), file=sys.stderr)
         return EXIT_ERROR
@@ -140,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.local:
             where = local_mod.honest_endpoint(where, given)
-        return _run_rank(args, host, ident, where, started, started_wall, children)
+        from distdoctor.nccltest import report as report_mod
+
+        return report_mod.final_code(_run_rank(args, host, ident, where, started, started_wall, children))
     finally:
         if children is not None:
             children.wait(min(time.monotonic() + 1.0, started + args.timeout + FOLLOWER_GRACE_S))

@@ -120,4 +120,16 @@ def emit(text: str, path: str | None = None) -> None:
     try:
         output.write_report(text, path)
     except output.OutputError as exc:
+        UNWRITTEN.append(str(exc))
         print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
+
+
+# Reports emit() could not write: the process then ends with EXIT_OUTPUT, whatever the test found
+# (a verdict nobody can read is not a pass). A list, not a flag: the watchdog's thread may emit.
+UNWRITTEN: list[str] = []
+
+
+def final_code(code: int) -> int:
+    from distdoctor.model import EXIT_OUTPUT
+
+    return EXIT_OUTPUT if UNWRITTEN else code

@@ -47,6 +47,9 @@ class Watchdog:
         self._exit(code)
 
     def _exit(self, code: int) -> None:
+        from distdoctor.nccltest.report import final_code
+
+        code = final_code(code)
         for cleanup in self._cleanups:
             try:
                 cleanup()

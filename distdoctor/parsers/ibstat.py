@@ -24,7 +24,9 @@ _CA = re.compile(r"^\s*CA '(?P<ca>[^']+)'")
 _HCA_ID = re.compile(r"^\s*hca_id:\s*(?P<ca>\S+)")
 _PORT_IBSTAT = re.compile(r"^\s*Port (?P<n>\d+):\s*$")
 _PORT_DEVINFO = re.compile(r"^\s*port:\s*(?P<n>\d+)\s*$")
-_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z_ ]+?)\s*:\s*(?P<value>.*?)\s*$")
+# Words of the key separated by spaces, and a value that ends on a non-blank: each blank can
+# belong to one part only (the lazy key and value each shared blanks with \s*: cubic in a run).
+_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z_]+(?: +[A-Za-z_]+)*)\s*:\s*(?P<value>(?:.*\S)?)\s*$")
 _PHYS_WORDS = {"5": "LinkUp", "3": "Disabled", "2": "Polling", "1": "Sleep", "4": "PortConfigurationTraining",
                "6": "LinkErrorRecovery", "7": "PhyTest"}
 

@@ -98,7 +98,7 @@ class IpAddrLink:
 _HEADER = re.compile(r"^(?P<idx>\d+):\s+(?P<name>[^:\s]+?)(?:@(?P<peer>[^:\s]+))?:\s+<(?P<flags>[^>]*)>(?P<rest>.*)$")
 _ADDR = re.compile(r"^\s+(?P<fam>inet6?)\s+(?P<cidr>\S+)(?P<rest>.*)$")
 _LINK = re.compile(r"^\s+link/(?P<type>\S+)")
-_BRIEF = re.compile(r"^(?P<name>\S+?)(?:@(?P<peer>\S+))?\s+(?P<state>UP|DOWN|UNKNOWN|LOWERLAYERDOWN|DORMANT|NOTPRESENT|"
+_BRIEF = re.compile(r"^(?P<name>[^\s@]+)(?:@(?P<peer>\S+))?\s+(?P<state>UP|DOWN|UNKNOWN|LOWERLAYERDOWN|DORMANT|NOTPRESENT|"
                     r"TESTING)\s*(?P<rest>.*)$")
 
 

@@ -43,7 +43,7 @@ _AER = re.compile(r"AER: (?:Multiple )?(Correct(?:ed|able)|Uncorrect(?:ed|able) 
 _AER_DEVICE = re.compile(r"^(\S+ [0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (?:AER|PCIe Bus Error)")
 _IB_PORT = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Port: (\d+) Link (DOWN|INIT|ARMED|ACTIVE)")
 _ETH_LINK = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Link (down|up)\b")
-_CARRIER = re.compile(r"(\S+): [Ll]ost carrier")
+_CARRIER = re.compile(r"(?<!\S)(\S+): [Ll]ost carrier")  # from the start of a word: linear
 
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}

@@ -22,7 +22,8 @@ INTEL_MPI = "Intel MPI"
 
 _OMPI = re.compile(r"^(?P<prog>\S+) \((?:Open MPI|OpenRTE|Open RTE)\) (?P<version>\S+)\s*$")
 _INTEL = re.compile(r"^Intel\(R\) MPI Library .*?Version (?P<version>[\w.]+)(?: Build (?P<build>\w+))?")
-_HYDRA_KEY = re.compile(r"^\s+(?P<key>[^:]+?):\s*(?P<value>.*?)\s*$")
+# The key starts on a non-blank and the value ends on one, so no blank is shared by two parts.
+_HYDRA_KEY = re.compile(r"^\s+(?P<key>[^:\s][^:]*?):\s*(?P<value>(?:.*\S)?)\s*$")
 
 
 @dataclass(frozen=True)

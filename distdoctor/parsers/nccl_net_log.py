@@ -16,14 +16,17 @@ from dataclasses import dataclass, field
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?(?:(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+)\s+)?"
                      r"(?:\[(?P<dev>\d+)\]\s+)?(?P<body>.*)$")
-_IFADDR = re.compile(r"(?P<if>[^\s:\[\]<>]+):(?P<addr>[^\s<]*)<(?P<port>\d+)>")
+# `[0]eth0:10.0.0.1<0>`: a word that ends in `<port>`, split at its first usable colon in Python.
+# One regex for interface and address rescanned the rest of the line from every colon of a
+# `a:a:a:...` line (quadratic); a word starts only after a blank, `<` or `>`, so this is linear.
+_IFADDR = re.compile(r"(?<![^\s<>])(?P<word>[^\s<>]+)<(?P<port>\d+)>")
 _BOOT = re.compile(r"\bBootstrap ?: Using (?P<rest>.*)$")
 _SOCKET = re.compile(r"\bNET/Socket ?: Using (?P<rest>.*)$")
 _OLD_ONE = re.compile(r"\bNET ?: Using interface (?P<rest>\S+)")
 _OLD_COUNT = re.compile(r"\bNET/Socket ?: (?P<n>\d+) interfaces? found")
 _IB = re.compile(r"\bNET/IB ?: Using (?P<rest>\[\d+\].*)$")
 _IB_OLD_DEV = re.compile(r"\bNET/IB ?: \[(?P<i>\d+)\] (?P<dev>[^\s:]+):(?P<port>\d+)/(?P<ll>\S+)")
-_IB_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[^\s:]+):(?P<port>\d+)/(?P<ll>[A-Za-z]+)")
+_IB_DEV = re.compile(r"\[(?P<i>\d+)\](?P<dev>[^\s:\[]+):(?P<port>\d+)/(?P<ll>[A-Za-z]+)")
 _SIDEBAND = re.compile(r"\bNET/IB ?: Using interface (?P<if>\S+) for sideband communication")
 _WARN = re.compile(r"\bNCCL WARN (?P<text>.*)$|^(?:\S+ )?WARN (?P<old>.*)$")
 
@@ -46,7 +49,17 @@ class NcclNetLog:
 
 
 def _pairs(text: str) -> tuple[tuple[str, str], ...]:
-    return tuple((m.group("if"), m.group("addr")) for m in _IFADDR.finditer(text))
+    pairs = []
+    for m in _IFADDR.finditer(text):
+        rest = m.group("word")
+        while True:
+            head, colon, rest = rest.partition(":")
+            name = re.split(r"[\[\]]", head)[-1]  # `[0]eth0`: the index is not part of the name
+            if not colon or name:
+                break
+        if colon and name:
+            pairs.append((name, rest))
+    return tuple(pairs)
 
 
 def parse_nccl_net_log(text: str) -> NcclNetLog:

@@ -308,7 +308,7 @@ class SmiTable:
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s+(\S+)(?:\s+CUDA Version:\s+(\S+))?")
 _GPU_FIRST = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off)\s*$")
-_MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
 
 
 def parse_table(text: str) -> SmiTable:

@@ -190,7 +190,7 @@ class NodeState:
         return any(f.startswith("DRAIN") for f in self.flags)
 
 
-_REASON_BY = re.compile(r"\s*\[[^\]\s]+@[^\]\s]+\]\s*$")
+_REASON_BY = re.compile(r"(?<!\s)\s*\[[^\[\]\s@]+@[^\[\]\s]+\]\s*$")  # linear: one '@', no '[' inside
 
 
 def parse_node_show(text: str) -> NodeState:

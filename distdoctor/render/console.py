@@ -38,7 +38,7 @@ DEFAULT_WIDTH = 100
 # A rank of a launched job: its stdout is the launcher's log, even when that is a pty.
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK",
                   "LOCAL_RANK")
-_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+_TRAILING = re.compile(r"(?<![ \t])[ \t]+((?:\x1b\[[0-9;]*m)*)$", re.M)
 
 
 def choose(is_tty: bool, terminal_width: int | None, env: Mapping[str, str]) -> tuple[int, bool]:

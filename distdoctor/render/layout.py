@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_WORD = re.compile(r"\s*\S+\s*")
+_WORD = re.compile(r"(?:^\s*)?\S+\s*")  # blanks lead only the first word: a line of blanks is linear
 TAB_SIZE = 8
 
 

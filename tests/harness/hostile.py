@@ -35,10 +35,11 @@ def _limit(memory: int):
 
 
 def dd(*args: str, env: dict | None = None, timeout: float = 60, memory: int = MEMORY_LIMIT,
-       stdin=subprocess.DEVNULL, cwd=None) -> Result:
+       stdin=subprocess.DEVNULL, cwd=None, stdout_fd: int | None = None) -> Result:
     """distdoctor with args, under an address-space limit and a wall-clock bound; afterwards no
     process that inherited this run's environment (distdoctor, a pack's children, a tool's
-    detached grandchildren) may remain."""
+    detached grandchildren) may remain. stdout_fd: distdoctor's stdout is that descriptor (a
+    pipe nobody reads) instead of a captured pipe; Result.stdout is then ""."""
     marker = uuid.uuid4().hex
     full_env = dict(os.environ)
     full_env.pop("DISTDOCTOR_CHECKS_PATH", None)
@@ -47,12 +48,13 @@ def dd(*args: str, env: dict | None = None, timeout: float = 60, memory: int = M
     full_env.update(env or {})
     start = time.monotonic()
     try:
-        proc = subprocess.run([*distdoctor_argv(), *args], capture_output=True, timeout=timeout, env=full_env,
+        proc = subprocess.run([*distdoctor_argv(), *args], stdout=subprocess.PIPE if stdout_fd is None else stdout_fd,
+                              stderr=subprocess.PIPE, timeout=timeout, env=full_env,
                               check=False, preexec_fn=_limit(memory), stdin=stdin, cwd=cwd)
     finally:
         left = _wait_for_environment_gone(marker)
     assert not left, f"processes left behind: {left}"
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
+    return Result(proc.returncode, (proc.stdout or b"").decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
                   time.monotonic() - start)
 
 

@@ -34,7 +34,7 @@ MODEL_CODES = {value for name, value in vars(model).items() if name.startswith("
 
 def test_the_model_defines_the_codes_the_guarantees_promise():
     assert {model.EXIT_OK, model.EXIT_FAIL, model.EXIT_ERROR, model.EXIT_USAGE, model.EXIT_OUTPUT,
-            model.EXIT_INTERRUPTED, model.EXIT_TERMINATED} == MODEL_CODES
+            model.EXIT_HANGUP, model.EXIT_INTERRUPTED, model.EXIT_TERMINATED} == MODEL_CODES
 
 
 @pytest.mark.parametrize("path,heading", [("docs/guarantees.md", "Exit codes"), ("README.md", "Exit codes"),

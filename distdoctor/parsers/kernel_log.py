@@ -44,6 +44,7 @@ _AER_DEVICE = re.compile(r"^(\S+ [0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[
 _IB_PORT = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Port: (\d+) Link (DOWN|INIT|ARMED|ACTIVE)")
 _ETH_LINK = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Link (down|up)\b")
 _CARRIER = re.compile(r"(?<!\S)(\S+): [Ll]ost carrier")  # from the start of a word: linear
+_PCI = re.compile(r"\b([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\b")
 
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
@@ -223,8 +224,11 @@ def parse_kernel_log(text: str, year: int = 1970) -> KernelLog:
             if "fallen off the bus" not in message:
                 continue
         if "fallen off the bus" in message and not _XID.search(message):
-            # The multi-line form names the GPU two lines above; a bare line names none.
-            device = pending_gpu[0] if pending_gpu and number - pending_gpu[1] <= 3 else ""
+            # The multi-line form names the GPU two lines above; "NVRM: GPU 0000:02:00.0: GPU has
+            # fallen off the bus." names it on the line; a bare line names none.
+            own = _PCI.search(message)
+            device = own.group(1).lower() if own else (
+                pending_gpu[0] if pending_gpu and number - pending_gpu[1] <= 3 else "")
             events.append(KernelEvent("fallen-off-bus", message.strip(), device, 79, "", wall, up, number))
             pending_gpu = None
             continue

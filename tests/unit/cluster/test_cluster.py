@@ -213,3 +213,38 @@ def test_every_node_rule_command_runs_as_printed_on_its_node():
     assert len(scripts) >= 8
     for script in scripts:
         assert fixlint.lint(script, on_node=True) == [], script
+
+
+def test_a_thousand_nodes_sharing_one_difference_are_one_host_list(tmp_path):
+    from distdoctor.render import console
+
+    odd = {f"gpu{i:03d}": {"net.if.eth0.mtu": 1500} for i in range(1001, 2001)}
+    view = cluster.build(fleet(2500, **odd))
+    assert len(view.outliers) == 1000
+    path = tmp_path / "out.txt"
+    with open(path, "w") as fh:
+        console.render_cluster(view, console.make_console(fh, width=100, color=False))
+    section = path.read_text().split("Odd nodes", 1)[1]
+    lines = [line.strip() for line in section.strip().splitlines()]
+    assert lines == ["gpu[1001-2000]: net.if.eth0.mtu"]
+
+
+def test_no_majority_is_said_not_counted_as_outliers():
+    view = cluster.build(fleet(2, gpu002={"gpu.count": 7}))
+    assert view.summary == "2 nodes, no majority for GPU count"
+    view = cluster.build(fleet(5, gpu002={"gpu.count": 7}, gpu004={"net.if.eth0.mtu": 1500},
+                               gpu005={"net.if.eth0.mtu": 1500}))
+    assert view.summary == "5 nodes, 3 outliers (gpu[002,004-005])", view.summary
+
+
+@pytest.mark.parametrize("answered", [0, 1])
+def test_fewer_than_two_reports_compare_nothing(answered):
+    reports = fleet(answered) if answered else {}
+    missing = [cluster.Missing(f"gpu{i:03d}", f"gpu{i:03d}: ssh: connect to host gpu{i:03d} port 22: Connection refused",
+                               "# on gpu%03d: start sshd" % i) for i in range(2, 4)]
+    view = cluster.build(reports, missing=missing)
+    runs = _runs(view)
+    for run_id in ("cluster.facts-agree", "cluster.host-identity", "cluster.check-results"):
+        assert runs[run_id].status is Status.SKIP, runs[run_id]
+    said = " ".join(f.summary for r in view.report.runs for f in r.findings)
+    assert "agree" not in said and "0 nodes" not in said

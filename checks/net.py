@@ -614,13 +614,17 @@ def link_speed_mtu(ctx: Context):
                                "seconds per step over 1 GbE. Check the cable/switch port (ethtool shows the "
                                "negotiated speed) or use the fast interface.",
                    fix=f"ethtool {i.name}   # negotiated speed; or pick a faster NCCL_SOCKET_IFNAME")
-    mtus = {i.name: i.mtu for i in network if i.mtu}
+    # Only the links that leave the node: a host-local bridge's MTU says nothing about the path,
+    # and matching a VM's uplink (often 1400 or 1450, set by the cloud) to it would break the VM.
+    mtus = {i.name: i.mtu for i in network if i.mtu and i.kind in PHYSICAL_KINDS}
     if len(set(mtus.values())) > 1:
+        names = " ".join(mtus)
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
-                   explanation="Every hop of a path must agree on the MTU; compare with the other nodes.",
-                   fix=fixes.mtus([(n, max(mtus.values())) for n, m in mtus.items() if m != max(mtus.values())],
-                                  here=ctx.facts.hostname))
+                   explanation="Every hop of a path must carry the MTU its ends send; which side is wrong is decided "
+                               "by what the path carries, not by this node alone. nccl-test measures each pair of "
+                               "nodes' path when a large transfer stalls and names the interface to change.",
+                   fix=f"ip -br link show {names}   # compare with the other nodes; then: srun -N2 distdoctor nccl-test")
     if not slow and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},

@@ -128,3 +128,23 @@ def test_rank0_behind_a_firewall_node2_prints_its_own_report_and_the_fix_for_nod
         assert "could not reach rank 0" not in again.stdout
     finally:
         cluster.run_on("node1", ["nft", "delete", "table", "inet", "filter"])
+
+
+def test_a_cloned_hostname_is_named_on_the_node_that_must_change(slurm_cluster, job_env):
+    """node2 reports node1's hostname (a cloned image): the job's report names node2 as the one to
+    rename, with the command for node2 only. Renaming it (`hostname node2`, what hostnamectl does
+    without the persistence; there is no systemd in the test's nodes) clears the finding."""
+    cluster = slurm_cluster
+    argv = ["-w", "node1,node2", "-N2", "-n2", *distdoctor_argv(), "check", "--format", "json", "--timeout", "8"]
+    try:
+        assert cluster.run_on("node2", ["hostname", "node1"]).returncode == 0
+        doc = load_report(cluster.srun(argv, env=job_env, timeout=150).stdout)
+        identity = {c["id"]: c for c in doc["checks"]}["cluster.host-identity"]
+        [named] = [f for f in identity["findings"] if f["subject"] == "host.name"]
+        assert named["status"] == "fail" and "node[1-2] share hostname node1" in named["summary"]
+        assert named["fix"].splitlines()[0] == "ssh node2 hostnamectl set-hostname node2", named["fix"]
+        assert "ssh node1" not in named["fix"]
+    finally:
+        cluster.run_on("node2", ["hostname", "node2"])
+    again = load_report(cluster.srun(argv, env=job_env, timeout=150).stdout)
+    assert {c["id"]: c for c in again["checks"]}["cluster.host-identity"]["status"] == "ok"

@@ -286,6 +286,16 @@ def test_slow_physical_link_warns():
     assert statuses(ok) == [Status.OK]
 
 
+def test_a_vm_uplink_is_never_matched_to_a_host_local_bridge():
+    """eth0-like uplink at 1400 (a cloud VM) and docker0 at 1500: no MTU warning, and never
+    `ip link set <uplink> mtu 1500`, which would cut the VM off its network."""
+    host = lab_host({"NCCL_SOCKET_IFNAME": "enp1s0f0,docker0"}, files={"/sys/class/net/enp1s0f0/mtu": "1400\n"},
+                    **as_physical("enp1s0f0"))
+    findings = run_check(net.link_speed_mtu, host)
+    assert not any(f.subject == "mtu" for f in findings), findings
+    assert not any("mtu 1500" in f.fix for f in findings)
+
+
 def test_physical_interface_is_quiet():
     host = lab_host({"NCCL_SOCKET_IFNAME": "=enp1s0f0"}, **as_physical("enp1s0f0"))
     findings = [f for f in run_check(net.nccl_socket_interface, host) if f.subject != "interfaces"]

@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,7 @@ BUILTIN_ID = "net.nccl-socket-interface"
 def _copy_tree(dest: str) -> str:
     clone = os.path.join(dest, "clone")
     ignore = shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".pytest_cache",
-                                    ".ruff_cache", ".mypy_cache")
+                                    ".ruff_cache", ".mypy_cache", ".venv")
     shutil.copytree(REPO, clone, ignore=ignore)
     return clone
 
@@ -100,3 +102,62 @@ def test_a_clone_that_is_not_installed_still_finds_its_pack(monkeypatch):
     loaded = registry.load(env={})
     assert BUILTIN_ID in loaded.checks and not loaded.problems
     assert loaded.checks[BUILTIN_ID].source == "entry point builtin (distdoctor.checks)"
+
+
+def _managed_python() -> str | None:
+    """A python3 whose base installation carries PEP 668's EXTERNALLY-MANAGED marker, as Debian
+    12's and Ubuntu 24.04's /usr/bin/python3 do."""
+    for path in ["/usr/bin/python3", *sorted(glob.glob("/usr/bin/python3.[0-9]*"))]:
+        if not os.access(path, os.X_OK):
+            continue
+        stdlib = subprocess.run([path, "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+                                capture_output=True, text=True, timeout=30).stdout.strip()
+        if stdlib and os.path.isfile(os.path.join(stdlib, "EXTERNALLY-MANAGED")):
+            return path
+    return None
+
+
+def _readme_commands() -> list[str]:
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as fh:
+        quick_start = fh.read().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```console\n(.*?)\n```", quick_start, re.S)
+
+
+def test_the_readme_commands_work_on_a_python_that_refuses_pip_install(workdir):
+    """The README's two commands, verbatim, from a clean copy, with `python3` being a Debian-style
+    system Python whose pip refuses to install (PEP 668): the venv they make is what works."""
+    python3 = _managed_python()
+    if python3 is None:
+        pytest.skip("no python3 with an EXTERNALLY-MANAGED marker on this machine")
+    shim = os.path.join(workdir, "managed-bin")
+    os.makedirs(shim, exist_ok=True)
+    os.symlink(python3, os.path.join(shim, "python3"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = f"{shim}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def sh(command: str, cwd: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    install, test = _readme_commands()
+    clone = _copy_tree(os.path.join(workdir, "quickstart"))
+    refused = sh("python3 -m pip install .", clone)
+    if "No module named pip" not in refused.stderr:
+        # The machine the README was failing on: the system Python's pip says no.
+        assert refused.returncode != 0 and "externally-managed-environment" in refused.stderr, refused.stderr[-2000:]
+
+    done = sh(install, clone)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
+    assert re.search(r"\d+ checks: \d+ ok", done.stdout), done.stdout[-2000:]
+
+    # The test command up to the suite itself (the suite is what .ci/run goes on to run), then
+    # one quick test file through the venv's pytest.
+    head, sep, _ = test.partition(" && .venv/bin/pytest")
+    assert sep, test
+    done = sh(head, clone)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    done = sh(".venv/bin/pytest -q -p no:cacheprovider tests/unit/core/test_docs_fields.py", clone, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    # The [test] extra brought torch without CUDA: the CPU build, not the multi-GB one.
+    cuda = sh(".venv/bin/python -c 'import torch; print(torch.__version__, torch.version.cuda)'", clone)
+    assert cuda.returncode == 0 and cuda.stdout.split()[1] == "None", cuda.stdout + cuda.stderr[-2000:]

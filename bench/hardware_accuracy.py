@@ -1,6 +1,6 @@
 """How many of the labelled real captures the hardware checks judge right (docs/hardware.md).
 
-Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink}/INDEX.md and tests/data/ib_sysfs has
+Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink,fabric_manager}/INDEX.md and tests/data/ib_sysfs has
 a label: faulty (a fault a node should be drained or inspected for), app (only the application's
 own errors) or healthy. Each is put on a FakeHost the way the checks read a live node (nvidia-smi
 -q/-q -x answered from the capture, a kernel log as /dev/kmsg, a sysfs tree as files) and the
@@ -63,6 +63,13 @@ def judge(folder: str, name: str) -> str:
                         files={"/dev/kmsg": text, "/proc/uptime": "100000 0\n"})
         findings = [f for c in (gpuhealth.xid_errors, gpuhealth.pcie_link)
                     for f in run_check(c, host, {"window_hours": 1e9})]
+    elif folder == "fabric_manager":
+        nvswitch = "nothing_to_do" not in name  # the cube-studio node has two PCIe GPUs, no NVSwitch
+        query = fixture_text(H100 if nvswitch else os.path.join(DATA, "nvidia_smi_q", "q_535_8xRTX4090_idle_gen1_healthy.txt"))
+        host = FakeHost(commands={**base, ("nvidia-smi", "-q"): query,
+                                  ("systemctl", "is-active", "nvidia-fabricmanager"): "active\n",
+                                  ("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"): text})
+        findings = run_check(gpufabric.fabric, host, {"window_hours": 1e9})
     else:  # nvlink -e: links from a status with every listed link active
         gpus = sorted({int(g) for g in re.findall(r"^GPU (\d+):", text, re.M)})
         status = "".join(f"GPU {g}: x (UUID: GPU-{g})\n" + "".join(f"\t Link {i}: 25 GB/s\n" for i in range(6))
@@ -76,7 +83,7 @@ def judge(folder: str, name: str) -> str:
 
 def main() -> int:
     named = faults = false_drains = clean = 0
-    for folder in ("nvidia_smi_q", "kernel_log", "nvlink"):
+    for folder in ("nvidia_smi_q", "kernel_log", "nvlink", "fabric_manager"):
         for name, label in sorted(labels(folder).items()):
             got = judge(folder, name)
             right = (got in ("drain", "inspect")) if label == "faulty" else (got in ("ok", "app"))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT
+from distdoctor.hardware import xid as xid_catalogue
+from distdoctor.hardware.actions import needs_drain, strongest
 from distdoctor.text import plural
 
 SYSTEMCTL_TIMEOUT = 4.0
@@ -89,13 +91,14 @@ def _has_nvswitch(ctx: Context, health) -> bool:
 
 
 @check("gpu.fabric", title="On NVSwitch systems the fabric manager runs and every GPU joined the fabric",
-       tags=("gpu", "health", "nvlink"), timeout=CHECK_TIMEOUT)
+       tags=("gpu", "health", "nvlink"), timeout=CHECK_TIMEOUT, params={"window_hours": 24.0})
 def fabric(ctx: Context):
     """HGX/DGX systems route NVLink through NVSwitches that nvidia-fabricmanager programs; until
     it has, CUDA reports "system not yet initialized" (error 802) and NCCL falls back or hangs.
     Hopper and newer GPUs say whether they joined the fabric (nvidia-smi -q: Fabric State
     Completed, Status Success). Systems without NVSwitch need no fabric manager and are not
-    judged (the service fails there with NV_WARN_NOTHING_TO_DO, which is harmless)."""
+    judged (the service fails there with NV_WARN_NOTHING_TO_DO, which is harmless). The NVSwitch
+    errors the fabric manager logged within the window are judged by NVIDIA's SXid catalogue."""
     health, none = _gpus(ctx)
     if none:
         yield none
@@ -114,6 +117,30 @@ def fabric(ctx: Context):
                        explanation="The GPU has not joined the NVLink fabric: CUDA returns 'system not yet "
                                    "initialized' and NVLink peers are unreachable.",
                        fix="sudo systemctl restart nvidia-fabricmanager   # if it persists: reset the GPUs or reboot")
+    fm = ctx.facts.fabric_manager_log
+    if fm.log is not None:
+        horizon = ctx.host.time() - float(ctx.params.get("window_hours", 24.0)) * 3600
+        recent = [e for e in fm.log.errors if e.time is None or e.time >= horizon]
+        codes = sorted({e.code for e in recent})
+        if codes:
+            found = True
+            entries = {c: xid_catalogue.sxid_lookup(c, "fatal" if any(e.fatal for e in recent if e.code == c) else "")
+                       for c in codes}
+            action = strongest(e.action for e in entries.values())
+            switches = sorted({e.switch for e in recent})
+            named = ", ".join(f"SXid {c} {entries[c].name}".strip() for c in codes)
+            summary = (f"the fabric manager logged {plural(len(recent), 'NVSwitch error')} ({named}) "
+                       f"on {plural(len(switches), 'NVSwitch')}")
+            evidence = {"source": fm.source, "codes": {str(c): entries[c].action for c in codes}, "switches": switches,
+                        "ports": sorted({e.port for e in recent if e.port is not None}),
+                        "first_line": recent[0].line}
+            emit = fail if needs_drain(action) else warn
+            yield emit(summary, subject="nvidia-fabricmanager", action=action, evidence=evidence,
+                       explanation="NVIDIA's SXid guide for these codes: NVLink traffic through the NVSwitch stalls "
+                                   "until the GPUs and NVSwitches are reset." if needs_drain(action) else
+                                   "Non-fatal NVSwitch errors the fabric carried on through.",
+                       fix="# drain the node and reboot it; if the errors return: nvidia-bug-report.sh"
+                       if needs_drain(action) else f"grep -c 'detected NVSwitch' {fm.source}")
     result = ctx.host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT)
     state = result.stdout.strip()
     if result.missing:

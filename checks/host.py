@@ -73,6 +73,21 @@ _KILLERS = {
     "NCCL_SHM_DISABLE": "the shared-memory transport is off: intra-node traffic without P2P goes over the network stack",
 }
 
+# What each switch turns off needs hardware to matter: without it the switch costs nothing here.
+_NEEDS = {"NCCL_P2P_DISABLE": "gpus", "NCCL_SHM_DISABLE": "gpus", "NCCL_IB_DISABLE": "ib"}
+
+
+def _absent_hardware(ctx: Context, need: str) -> str:
+    """Why the switch `need` names cannot matter on this node, or "" when it can (or when that
+    cannot be told: a hung nvidia-smi is not proof of no GPU)."""
+    if need == "ib":
+        return "" if ctx.facts.infiniband_devices else "no InfiniBand/RoCE device under /sys/class/infiniband"
+    inventory = ctx.facts.gpus
+    if inventory.problem is not None:
+        return "no NVIDIA GPU" if inventory.problem.state in ("absent", "no-devices") else ""
+    count = len(inventory.gpus)
+    return "" if count >= 2 else f"{count} GPU{'' if count == 1 else 's'}, so no traffic between GPUs of this node"
+
 
 def _nccl_integer(value: str) -> int | None:
     """An integer setting as NCCL reads it (strtoll with base 0 over the whole value; anything
@@ -110,6 +125,13 @@ def nccl_env(ctx: Context):
                        evidence={"name": name, "value": setting.value[:200], "source": setting.source})
             continue
         if number == 0:
+            continue
+        absent = _absent_hardware(ctx, _NEEDS[name])
+        if absent:
+            yield ok(f"{name}={setting.value} (from {where}) has no effect here: {absent}", subject=name,
+                     evidence={"name": name, "value": setting.value, "source": setting.source, "why": absent},
+                     explanation="It costs bandwidth on nodes that have the hardware; if the same job "
+                                 "script runs there, remove it.")
             continue
         found = True
         yield warn(f"{name}={setting.value} (from {where}): {effect}", subject=name,

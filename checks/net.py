@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from distdoctor import fixes
+from distdoctor import fixes, loopback_name
 from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
+from distdoctor.parsers.etc_hosts import HostsLine, loopback_lines
 from distdoctor.facts.net import InterfaceTable, Peer
 from distdoctor.netif import PHYSICAL_KINDS, Interface
 from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word)
@@ -341,6 +342,16 @@ def _overmatch(choice: NcclChoice, network: Network, evidence: dict):
 # Gloo
 
 
+def _loopback_hosts_line(ctx: Context, hostname: str) -> HostsLine | None:
+    """The /etc/hosts line that maps this node's name to loopback (Debian's 127.0.1.1), if any."""
+    try:
+        text = ctx.host.read_text("/etc/hosts", max_bytes=1 << 20) or ""
+    except OSError:
+        return None
+    found = loopback_lines(text, hostname)
+    return found[0] if found else None
+
+
 def _spans_nodes(ctx: Context) -> bool:
     env = ctx.env
     for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_STEP_NUM_NODES", "NNODES", "PET_NNODES",
@@ -413,7 +424,18 @@ def gloo_socket_interface(ctx: Context):
     if loopback:
         said = f"resolves to {', '.join(addresses)}" if addresses else f"does not resolve ({answer.error})"
         if _spans_nodes(ctx):
-            yield warn(f"GLOO_SOCKET_IFNAME is unset and hostname {hostname!r} {said}: Gloo will advertise loopback",
+            line = _loopback_hosts_line(ctx, hostname)
+            where = ""
+            if line is not None:
+                where = f" (/etc/hosts line {line.number}: {' '.join(line.text.split())[:120]})"
+                evidence["etc_hosts_line"] = {"line": line.number, "text": line.text[:200]}
+                address = next((a.address for a in (best.addresses if best else ()) if a.family == "inet"), "")
+                if address:
+                    # GLOO_SOCKET_IFNAME at once; the line, mapped to the node's address, for good.
+                    fix = [*(fix if isinstance(fix, list) else [fix]),
+                           loopback_name.hosts_fix(hostname, line, hostname, address)]
+            yield warn(f"GLOO_SOCKET_IFNAME is unset and hostname {hostname!r} {said}{where}: "
+                       "Gloo will advertise loopback",
                        subject="GLOO_SOCKET_IFNAME", evidence=evidence,
                        explanation="Without GLOO_SOCKET_IFNAME Gloo binds to the hostname's address (falling "
                                    "back to 127.0.0.1); ranks on other nodes then connect to their own loopback "
@@ -592,13 +614,17 @@ def link_speed_mtu(ctx: Context):
                                "seconds per step over 1 GbE. Check the cable/switch port (ethtool shows the "
                                "negotiated speed) or use the fast interface.",
                    fix=f"ethtool {i.name}   # negotiated speed; or pick a faster NCCL_SOCKET_IFNAME")
-    mtus = {i.name: i.mtu for i in network if i.mtu}
+    # Only the links that leave the node: a host-local bridge's MTU says nothing about the path,
+    # and matching a VM's uplink (often 1400 or 1450, set by the cloud) to it would break the VM.
+    mtus = {i.name: i.mtu for i in network if i.mtu and i.kind in PHYSICAL_KINDS}
     if len(set(mtus.values())) > 1:
+        names = " ".join(mtus)
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
-                   explanation="Every hop of a path must agree on the MTU; compare with the other nodes.",
-                   fix=fixes.mtus([(n, max(mtus.values())) for n, m in mtus.items() if m != max(mtus.values())],
-                                  here=ctx.facts.hostname))
+                   explanation="Every hop of a path must carry the MTU its ends send; which side is wrong is decided "
+                               "by what the path carries, not by this node alone. nccl-test measures each pair of "
+                               "nodes' path when a large transfer stalls and names the interface to change.",
+                   fix=f"ip -br link show {names}   # compare with the other nodes; then: srun -N2 distdoctor nccl-test")
     if not slow and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},

@@ -232,6 +232,20 @@ def _severity(column: str, kind: str, origin: str) -> Status:
     return Status.FAIL
 
 
+# torch's env:// default (MASTER_PORT) and torchrun's c10d rendezvous default.
+_RENDEZVOUS_PORTS = (29500, 29400)
+
+
+def _rendezvous_ports(env) -> set[int]:
+    """Ports a rendezvous store serves only once the job has started: refused before then is
+    the expected answer, not a fault."""
+    ports = set(_RENDEZVOUS_PORTS)
+    value = env.get("MASTER_PORT", "").strip()
+    if value.isdigit():
+        ports.add(int(value))
+    return ports
+
+
 def _redundant(row: R.HostReach, column: str, result: R.ProbeResult) -> bool:
     """A failure already explained by another cell of the same host (a name that does not
     resolve fails every probe; a closed ssh port fails ssh the same way)."""
@@ -322,6 +336,8 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     rows = R.probe_hosts(ctx.host, targets.hosts, settings)
     columns = R.probe_columns(settings)
     groups: dict[tuple[str, str, Any], list[int]] = {}
+    waiting: dict[int, list[str]] = {}
+    rendezvous = _rendezvous_ports(ctx.host.env)
     bad: set[int] = set()
     worst = Status.OK
     for i, row in enumerate(rows):
@@ -329,6 +345,11 @@ def hosts(ctx: Context) -> Iterator[Finding]:
             result = row.probes[column]
             status = _severity(column, result.kind, targets.origin)
             if status is Status.OK:
+                continue
+            port = result.data.get("port")
+            if (result.kind == R.REFUSED and column not in (R.SSH, R.SSH_PORT, R.NAME)
+                    and isinstance(port, int) and port in rendezvous):
+                waiting.setdefault(port, []).append(row.target.name)
                 continue
             bad.add(i)
             worst = status if status.severity > worst.severity else worst
@@ -350,6 +371,12 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     else:
         summary = f"{len(bad)} of {n} host{plural} from the {targets.origin} fail a probe"
         yield (fail if worst is Status.FAIL else warn)(summary, evidence=evidence)
+    for port, names in waiting.items():
+        yield ok(f"TCP port {port} on {_fold(names)}: the host answers, nothing listens yet (expected "
+                 "before rank 0 starts the rendezvous)", subject=_fold(names),
+                 explanation="A rendezvous store listens only while the job runs; run this inside the job "
+                             "(or with the job up) to see whether its ranks can reach it.",
+                 evidence={"probe": f"tcp/{port}", "status": R.REFUSED, "hosts": names})
 
     for (column, kind, _port), members in groups.items():
         names = [rows[i].target.name for i in members]
@@ -448,8 +475,8 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                        f"{nodes}-node job", subject=endpoint, evidence=evidence,
                        explanation="Ranks on the other nodes connect to their own loopback and wait until the "
                                    "rendezvous times out.",
-                       fix="export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)   "
-                           "# and map that name to its cluster address, not 127.x, in /etc/hosts")
+                       fix=["export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
+                            *fixes.hostname_address(addr)])
             return
         yield ok(f"MASTER_ADDR={addr} is loopback: fine for a single node only", subject=endpoint,
                  evidence=evidence)

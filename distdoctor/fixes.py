@@ -151,10 +151,28 @@ def hostname_address(name: str, nodes: Sequence[str] = ()) -> tuple[Fix, ...]:
                         "cluster address, not 127.x"))
 
 
+# --- a Python package at a version (pip.<package> in the node comparison) -------------------------
+
+PIP_ENV = ("with the Python the job runs there (its venv or conda env): a Debian 12 / Ubuntu 24.04 system python3 "
+           "refuses pip install (PEP 668)")
+
+
+def pip_install(package: str, version: object, nodes: Sequence[str] = ()) -> Fix:
+    """package==version on nodes. A local build (2.13.0+cpu, +cu121) is not on PyPI: the public
+    version from PyTorch's index for that build."""
+    if not plain(package) or not plain(version):
+        return Fix()
+    public, _, build = str(version).partition("+")
+    index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
+    return Fix((f"python3 -m pip install {package}=={public}{index}",), nodes, PIP_ENV)
+
+
 # Remedies a data file names (signatures.toml: `remedy = "memlock"`), each for the nodes given.
 NAMED = {
     "memlock": lambda nodes: (memlock(nodes),),
     "shm": lambda nodes: (shm_size(SHM_SUGGESTED, nodes),),
+    # the node's own name, as the log names the node
+    "hostname": lambda nodes: hostname_address(nodes[0] if nodes else "", nodes),
 }
 
 

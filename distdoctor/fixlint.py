@@ -311,3 +311,26 @@ def lint_all(fixes: Iterable[str | Fix], path_exists: Callable[[str], bool] | No
             if problems:
                 found[fix] = problems
     return found
+
+
+def _flagged(doc: dict) -> Iterable[tuple[str, str, str, str]]:
+    """(check id, subject, fix, summary) of each finding at WARN or worse in a JSON report."""
+    for run in doc.get("checks", []) if isinstance(doc, dict) else []:
+        for finding in run.get("findings", []) if isinstance(run, dict) else []:
+            if isinstance(finding, dict) and finding.get("status") in ("warn", "fail", "error", "timeout"):
+                yield (str(run.get("id")), str(finding.get("subject", "")), str(finding.get("fix", "")),
+                       str(finding.get("summary", "")))
+
+
+def persisting(before: dict, after: dict, applied: Iterable[str]) -> list[str]:
+    """A fix must make its own finding go away: after the fixes in `applied` (printed in the
+    report `before`, run as printed) and a re-run (`after`), each finding they were printed for
+    that is still flagged, with the same check and subject, is a problem."""
+    applied = {fix.strip() for fix in applied if fix.strip()}
+    still = {(check_id, subject): summary for check_id, subject, _fix, summary in _flagged(after)}
+    problems = []
+    for check_id, subject, fix, summary in _flagged(before):
+        if fix.strip() in applied and (check_id, subject) in still:
+            problems.append(f"{check_id} [{subject}]: {still[(check_id, subject)]!r} is still reported after "
+                            f"its fix {fix.strip()!r} was applied (before: {summary!r})")
+    return problems

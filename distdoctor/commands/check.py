@@ -192,11 +192,14 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
                 print(f"distdoctor: {job.node}: cannot hand this node's report to rank 0: {job_problem}", file=sys.stderr)
                 return EXIT_ERROR
             why = jobreport.send_report(job, key, doc, gather_deadline)
-            if why:
-                print(f"distdoctor: {job.node}: {why}", file=sys.stderr)
-                return EXIT_ERROR
-            return EXIT_OK
-        return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline, out)
+            if not why:
+                return EXIT_OK
+            print(f"distdoctor: {job.node}: {why}", file=sys.stderr)
+            # Rank 0 will not print this node's results: they go to this task's output (the job's
+            # log), with why they did not arrive and the fix for rank 0's node.
+            report = _undelivered(report, job, why, host)
+        else:
+            return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline, out)
     if args.format == "jsonl":
         doc = json.loads(render(report, "json", False, True, inventory))
         doc["node"] = job.node
@@ -223,9 +226,28 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     return exit_code(report.runs, fail_on)
 
 
+def _undelivered(report: Report, job, why: str, host) -> Report:
+    import dataclasses
+
+    from distdoctor.crosscheck import jobreport
+    from distdoctor.model import Finding
+
+    resolved = host.resolve(job.address, timeout=2.0)
+    try:
+        network = jobreport.network_toward(resolved.addresses[0], host.net_if_addrs()) if resolved.addresses else ""
+    except OSError:
+        network = ""
+    summary, explanation, fix = jobreport.undelivered(job, why, network)
+    run = CheckRun("core.job-report", "This node's report reached rank 0", ("core",), Status.FAIL,
+                   (Finding(Status.FAIL, summary, job.address, explanation, fix,
+                            {"rank0": job.address, "port": job.port, "why": why}),), 0.0, "distdoctor")
+    return dataclasses.replace(report, runs=(run, *report.runs))
+
+
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,
                 deadline: float, out: output.ReservedStdout) -> int:
     """Rank 0: wait (bounded) for the other nodes' reports and print one report for the job."""
+    from distdoctor import fixes, remote
     from distdoctor.crosscheck import jobreport, nodes
 
     reports = {job.node: doc}
@@ -241,10 +263,24 @@ def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report
                                                f"# give every node of the job the same {jobreport.SECRET_FILE} "
                                                f"(a shared home), or export DISTDOCTOR_JOB_SECRET before launching"))
     absent = [n for n in job.expected if n not in reports and n not in {m.node for m in missing}]
+    own_network = ""
+    if absent and job.address:
+        resolved = host.resolve(job.address, timeout=2.0)
+        try:
+            own_network = jobreport.network_toward(resolved.addresses[0], host.net_if_addrs()) \
+                if resolved.addresses else ""
+        except OSError:
+            own_network = ""
     for node in absent:
         why = job_problem or f"no report within the job's bound ({args.timeout or 60:g} s + 10 s)"
-        missing.append(nodes.Missing(node, f"{node}: {why}",
-                                       Fix(("python3 -m distdoctor check --each-task",), [node], srun=True)))
+        fix: str | Fix = Fix(("python3 -m distdoctor check --each-task",), [node], srun=True)
+        if own_network and remote.plain(own_network) and not job_problem:
+            # The node's own output says why (it prints its report when it cannot hand it over);
+            # when that is 'timed out', this node (rank 0) drops what the others send.
+            fix = (remote.render(fix) + f"\n# if {node}'s output says its report timed out reaching rank 0: this node "
+                   "drops inbound connections; let the cluster network in:\n"
+                   + remote.render(fixes.firewall_allow_from(job.node, [own_network])))
+        missing.append(nodes.Missing(node, f"{node}: {why}", fix))
     if not job.expected and len(reports) < job.nodes:
         short = job.nodes - len(reports)
         why = job_problem or "no report within the job's bound"

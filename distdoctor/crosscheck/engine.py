@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from distdoctor import remote
+from distdoctor import fixes, remote
 from distdoctor.model import Finding, Status
 from distdoctor.remote import Fix
 from distdoctor.text import fold, one_line, plural
@@ -313,6 +313,11 @@ def fix_for(diff: Difference, address: Address | None = None) -> tuple[Fix, ...]
 
 def _what_to_do(diff: Difference) -> Fix:
     nodes, label = remote.shown(diff.outliers), diff.rule.label
+    if diff.key.startswith("pip.") and diff.reference is not None and diff.basis != "duplicate":
+        # An [expect] pin or a majority version of a package: install it, not "make pip.x 2.4.1".
+        made = fixes.pip_install(diff.key[len("pip."):], diff.reference, diff.outliers)
+        if made:
+            return made
     if diff.basis == "duplicate":
         return Fix(comment=f"give {nodes} distinct {label} values")
     if diff.reference is None:

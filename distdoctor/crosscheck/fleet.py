@@ -117,7 +117,8 @@ def split_ssh(results: Mapping[str, object], timeout: float) -> Gathered:
             said = (res.stderr.strip().splitlines() or [""])[-1][:200]
             why = (f"ssh failed ({said})" if res.returncode == 255 else
                    f"no report (exit {res.returncode}{': ' + said if said else ''})")
-            missing.append(Missing(host, f"{host}: {why}", _retry_fix(host, False)))
+            fix = _ssh_fix(host, res.returncode, res.stderr) if res.returncode == 255 else _retry_fix(host, False)
+            missing.append(Missing(host, f"{host}: {why}", fix))
             continue
         doc, why = _first_report(lines)
         if doc is None:
@@ -125,6 +126,34 @@ def split_ssh(results: Mapping[str, object], timeout: float) -> Gathered:
             continue
         reports[host] = doc
     return Gathered(reports, missing)
+
+
+def _ssh_fix(node: str, returncode: int, stderr: str) -> Fix:
+    """What to do when ssh itself failed: the same ssh again would fail the same way."""
+    from distdoctor import remote
+    from distdoctor.parsers import ssh as S
+
+    kind = S.parse_ssh_result(returncode, stderr).kind
+    if not remote.host_name(node):
+        return Fix(comment=f"ssh to {remote.shown([node])} failed: reach it by its cluster name or address")
+    if kind == S.REFUSED:
+        return Fix((f"nc -vz -w 3 {node} 22",), (),
+                   f"nothing listens on {node}'s ssh port: start sshd from its console (systemctl enable --now ssh), "
+                   "or give ssh the port it listens on (Port in ~/.ssh/config)")
+    if kind == S.TIMEOUT:
+        return Fix((f"nc -vz -w 3 {node} 22",), (),
+                   f"{node} does not answer on port 22: it is down, or a firewall drops ssh; "
+                   "from its console open port 22 to this host")
+    if kind == S.KEY_DENIED:
+        return Fix((f"ssh-copy-id {node}",), (), "this user's key is not in the node's authorized_keys (asks the "
+                                                  "password once)")
+    if kind in (S.HOSTKEY_UNKNOWN, S.HOSTKEY_CHANGED):
+        return Fix((f"ssh-keygen -F {node}",), (), "the node's host key is unknown or changed here: compare its "
+                                                    "fingerprint with the one its admin reads on the console, then "
+                                                    "add it to ~/.ssh/known_hosts; never switch host-key checking off")
+    if kind == S.NOT_RESOLVED:
+        return Fix((f"getent hosts {node}",), (), "the name does not resolve: add it to DNS or /etc/hosts")
+    return _retry_fix(node, False)
 
 
 def _retry_fix(node: str, slurm: bool) -> Fix:

@@ -351,3 +351,47 @@ def send_report(p: Plan, key: bytes, report: dict[str, Any], deadline: float) ->
             last = str(exc) or type(exc).__name__
             time.sleep(0.2)
     return f"could not hand the report to rank 0 at {p.address}:{p.port}: {last}"
+
+
+def network_toward(target: str, if_addrs: Mapping[str, Any]) -> str:
+    """The network (10.0.0.0/24) of this host's interface on target's subnet, '' when none is:
+    what a firewall on the target must let in for this host to reach it."""
+    import ipaddress
+
+    try:
+        wanted = ipaddress.ip_address(target.split("%")[0])
+    except ValueError:
+        return ""
+    for rows in if_addrs.values():
+        for row in rows:
+            try:
+                net = ipaddress.ip_interface(f"{str(row.get('address', '')).split('%')[0]}/{row.get('netmask')}").network
+            except ValueError:
+                continue
+            if wanted in net and net.prefixlen < net.max_prefixlen:
+                return str(net)
+    return ""
+
+
+def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
+    """(summary, explanation, fix) for a node whose report could not reach rank 0: the report is
+    printed here instead, and says which node's firewall to open when the connection timed out
+    (rank 0 drops inbound traffic) or what refused means."""
+    from distdoctor import fixes, remote
+
+    summary = f"this node's report could not reach rank 0 ({p.address}, port {p.port}): {why}"
+    lowered = why.lower()
+    if "timed out" in lowered or "timeout" in lowered:
+        explanation = (f"Connections to {p.address} time out: its firewall drops inbound traffic (or the network "
+                       "between drops it). The job's rendezvous and NCCL need every node to reach rank 0's node.")
+        lines = [f"# on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule"]
+        if network and remote.plain(network):
+            lines.append(remote.render(fixes.firewall_allow_from(p.address, [network])))
+        else:
+            lines.append(remote.on([p.address], "nft list ruleset"))
+        return summary, explanation, "\n".join(lines)
+    if "refused" in lowered:
+        return (summary, f"{p.address} answers but nothing listens on port {p.port}: rank 0 ended before it gathered "
+                "the reports, or a REJECT rule there refuses the port.",
+                remote.on([p.address], f"ss -ltn 'sport = :{p.port}'"))
+    return summary, "Rank 0 did not confirm the report.", remote.on([p.address], "python3 -m distdoctor check -v")

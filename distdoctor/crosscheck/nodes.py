@@ -128,8 +128,15 @@ class ClusterView:
         parts = [f"{total} node{'s' if total != 1 else ''}"]
         if self.missing:
             parts.append(f"{len(self.missing)} without a report ({fold(m.node for m in self.missing)})")
-        parts.append(f"{len(self.outliers)} outlier{'s' if len(self.outliers) != 1 else ''}"
-                     + (f" ({fold(self.outliers)})" if self.outliers else ""))
+        # A tie has no majority to be an outlier of: "2 nodes, 2 outliers" would say each is odd.
+        ties = [d for d in self.differences if d.basis == "tie"]
+        odd = sorted({m for d in self.differences if d.basis != "tie" for m in d.outliers})
+        if odd or not ties:
+            parts.append(f"{len(odd)} outlier{'s' if len(odd) != 1 else ''}" + (f" ({fold(odd)})" if odd else ""))
+        if ties:
+            labels = list(dict.fromkeys(d.rule.label for d in ties))
+            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+            parts.append(f"no majority for {shown}")
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -235,10 +242,15 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         "cluster.expectations": "every node matches the [expect] table" if expect else "no [expect] table given",
         "cluster.check-results": "every check ends the same on every node",
     }
+    # Fewer than two reports compare nothing: no ✓ "the 0 nodes agree" when no node answered.
+    alone = (f"only {next(iter(members))} answered: no other node to compare it with" if len(members) == 1
+             else "no node answered with a report: nothing to compare")
     runs = []
     for run_id, title in _RUNS:
         found = findings[run_id]
-        if not found:
+        if not found and len(members) < 2 and run_id not in ("cluster.reports", "cluster.expectations"):
+            found = [Finding(Status.SKIP, alone)]
+        elif not found:
             status = Status.SKIP if run_id == "cluster.expectations" and not expect else Status.OK
             found = [Finding(status, ok_text[run_id])]
         runs.append(CheckRun(run_id, title, ("cluster",), worst(f.status for f in found), tuple(found), 0.0,

@@ -58,6 +58,22 @@ def _install_fix(what: str):
     return fix
 
 
+def _rename_clones(diff: engine.Difference) -> list[Fix]:
+    """Per node: a node whose name in the job (its Slurm name, the host ssh reached) is not the
+    hostname it reports is the clone, and takes that name; the node that has its own name keeps
+    it. Report files (compare) name no machine: said in words."""
+    out = []
+    for group in diff.groups:
+        for member in group.members:
+            if member != group.value and remote.host_name(member) and remote.plain(member):
+                out.append(Fix((f"hostnamectl set-hostname {member}",), (member,),
+                               f"it reports the hostname {engine.show(group.value)}, which another node has"))
+    if not out:
+        out.append(Fix(comment=f"give {remote.shown(diff.outliers)} distinct hostnames (hostnamectl set-hostname "
+                               "NAME on each), or export a distinct NCCL_HOSTID on each"))
+    return out
+
+
 def _check_command(diff: engine.Difference) -> str:
     check_id = diff.key[len("check."):]
     return f"python3 -m distdoctor check --only {check_id} -v" if remote.plain(check_id) else ""
@@ -78,7 +94,7 @@ NODE_RULES: tuple[Rule, ...] = (
     # share one are taken for one host, and NCCL tries shared memory between them.
     Rule("host.name", "hostname", DIFFER, Status.FAIL,
          "nodes with the same hostname look like one host to NCCL, MPI and Slurm",
-         "# give {nodes} distinct hostnames (hostnamectl set-hostname NAME on each), or set NCCL_HOSTID per node"),
+         lambda diff: _rename_clones(diff)),
     Rule("host.boot_id", "boot id", DIFFER, Status.FAIL,
          "NCCL's host hash includes the boot id: nodes sharing one (cloned images, containers on one "
          "kernel) with one hostname are taken for one host",
@@ -93,7 +109,8 @@ NODE_RULES: tuple[Rule, ...] = (
     # Versions and builds.
     Rule("nccl.version", "NCCL version", AGREE, Status.FAIL, _VERSION_WHY.format("NCCL"), _install_fix("NCCL")),
     Rule("torch.version", "torch version", AGREE, Status.FAIL, _VERSION_WHY.format("torch"),
-         run="python3 -m pip install torch=={reference}"),
+         lambda diff: fixes.pip_install("torch", diff.reference, diff.outliers)
+         or Fix(comment=f"install one torch on {remote.shown(diff.outliers)} and the rest")),
     Rule("torch.cuda", "CUDA version of the torch build", AGREE, Status.WARN,
          "different CUDA builds of torch usually mean different environments on the nodes", _install_fix("torch")),
     Rule("cuda.runtime", "CUDA runtime", AGREE, Status.WARN,

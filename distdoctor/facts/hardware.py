@@ -15,6 +15,7 @@ from typing import Any
 from distdoctor.facts import fact
 from distdoctor.facts.gpu import GpuProblem, command_problem, unreadable
 from distdoctor.parsers import ParseError
+from distdoctor.parsers.fabric_manager import FabricManagerLog, parse_fabric_manager_log
 from distdoctor.parsers.kernel_log import KernelEvent, KernelLog, parse_kernel_log
 from distdoctor.parsers.nvidia_smi_query import QueryGpu, parse_query_text, parse_query_xml
 from distdoctor.parsers.nvlink import NvlinkGpu, parse_nvlink_errors, parse_nvlink_status
@@ -22,6 +23,7 @@ from distdoctor.parsers.nvlink import NvlinkGpu, parse_nvlink_errors, parse_nvli
 JOURNALCTL_TIMEOUT = 8.0
 KMSG_TIMEOUT = 2.0
 SYS_IB = "/sys/class/infiniband"
+FM_LOG = "/var/log/fabricmanager.log"  # the fabric manager's default LOG_FILE_NAME
 
 
 @dataclass(frozen=True)
@@ -230,3 +232,28 @@ def ib_firmware(facts) -> dict[str, str]:
         if text and text.strip():
             out[hca] = text.strip()
     return out
+
+
+@dataclass(frozen=True)
+class FabricManagerState:
+    log: FabricManagerLog | None = None
+    source: str = ""
+    problem: str = ""
+
+
+@fact
+def fabric_manager_log(facts) -> FabricManagerState:
+    """What the fabric manager logged: its log file, else its journal for this boot."""
+    host = facts.host
+    try:
+        text = host.read_text(FM_LOG, max_bytes=16 * 1024 * 1024)
+    except OSError as exc:
+        text, problem = None, f"{FM_LOG}: {exc.strerror or exc}"
+    else:
+        problem = "" if text is not None else f"no {FM_LOG}"
+    if text:
+        return FabricManagerState(parse_fabric_manager_log(text), FM_LOG)
+    result = host.run(["journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"], timeout=JOURNALCTL_TIMEOUT)
+    if result.ok and result.stdout.strip():
+        return FabricManagerState(parse_fabric_manager_log(result.stdout), "journalctl -u nvidia-fabricmanager")
+    return FabricManagerState(problem=f"{problem}; journalctl: {result.describe() if not result.ok else 'empty'}")

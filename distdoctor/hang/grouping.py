@@ -18,8 +18,13 @@ from distdoctor.hang.stacks import Frame
 COLLECTIVE_FILES = ("torch/distributed/", "mpi4py/", "horovod/", "deepspeed/comm/")
 
 
+def python(frames: Sequence[Frame]) -> list[Frame]:
+    """The Python frames: C/C++ ones (--native) are addresses that differ in every process."""
+    return [f for f in frames if not f.native]
+
+
 def signature(frames: Sequence[Frame]) -> tuple:
-    return tuple((f.name, f.file, None if f.library else f.line) for f in frames)
+    return tuple((f.name, f.file, None if f.library else f.line) for f in frames if not f.native)
 
 
 def in_collective(frames: Sequence[Frame]) -> bool:
@@ -29,6 +34,7 @@ def in_collective(frames: Sequence[Frame]) -> bool:
 def place(frames: Sequence[Frame]) -> str:
     """`all_reduce at train.py:120`: the innermost function, at the innermost line of the job's
     own code (where in the program it was called from)."""
+    frames = python(frames)
     if not frames:
         return "no Python frame"
     inner = frames[0]

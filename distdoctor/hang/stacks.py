@@ -42,6 +42,13 @@ class Frame(NamedTuple):  # a tuple, not a dataclass: 4,096 ranks x 30 frames ar
         return ("/site-packages/" in p or "/dist-packages/" in p or "/lib/python3" in p
                 or p.startswith("<frozen"))
 
+    @property
+    def native(self) -> bool:
+        """A C/C++ frame (py-spy --native): a shared object and an address or symbol, which
+        differ from process to process (ASLR), so they never group ranks."""
+        p = self.path or self.file
+        return not (p.endswith((".py", ".pyx")) or p.startswith("<"))
+
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 

@@ -523,9 +523,10 @@ def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
     from distdoctor.host import Distribution
     from distdoctor.testing import FakeHost
 
-    facts = {k: v for k, v in (("torch", env.torch_version), ("torch_cuda", env.torch_cuda),
-                                 ("driver", env.driver), ("gpus", len(env.gpus)),
-                                 ("os", env.get("OS")), ("platform", env.get("Python platform"))) if v}
+    # under the inventory's names (inventory.COLLECT_ENV maps collect_env's labels to them)
+    facts = {k: v for k, v in (("torch.version", env.torch_version), ("torch.cuda", env.torch_cuda),
+                                 ("gpu.driver", env.driver), ("gpu.count", len(env.gpus)),
+                                 ("os.pretty", env.get("OS")), ("python.platform", env.get("Python platform"))) if v}
     available = (env.get("Is CUDA available") or "").strip()
     # collect_env lists GPUs only when nvidia-smi answered it; CUDA available with no list is "not shown"
     models = (env.get("GPU models and configuration") or "").strip()

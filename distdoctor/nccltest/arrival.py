@@ -3,9 +3,11 @@ functions of what rank 0 saw (its addresses, what MASTER_ADDR resolves to, the r
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distdoctor import fixes, remote
 from distdoctor.api import fail, ok
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
@@ -52,8 +54,20 @@ def launch_findings(e: Endpoint, ident: Identity, hostname: str, resolved: Seque
     return findings
 
 
+def network_of(address: str, if_addrs: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """The network (10.0.0.0/24) of the interface that holds address, '' when none does."""
+    for rows in if_addrs.values():
+        for row in rows:
+            if str(row.get("address", "")).split("%")[0] == address and row.get("netmask"):
+                try:
+                    return str(ipaddress.ip_interface(f"{address}/{row['netmask']}").network)
+                except ValueError:
+                    return ""
+    return ""
+
+
 def missing_finding(missing: list[int], waited: float, master_local: bool, ident: Identity, e: Endpoint,
-                    fps: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> Finding:
+                    fps: Sequence[Mapping[str, Any]], env: Mapping[str, str], network: str = "") -> Finding:
     world = ident.world_size
     placement = expected_rank_hosts(env)
     arrived_hosts = {f["host"] for f in fps} | {(f.get("slurm") or {}).get("node") for f in fps}
@@ -75,6 +89,14 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
                          "the rendezvous somewhere else")
     fix = (f"# on a host of a missing rank, while the test runs:\n"
            f"timeout 5 bash -c '</dev/tcp/{e.addr}/{e.port}' && echo reachable")
+    # Rank 0 arrived, so its own node is where a firewall that drops inbound traffic sits when
+    # the others time out (they say so on their stderr: 'connection timed out'): let the
+    # cluster network in there, ahead of the drop rule (`nft add rule` would append after it).
+    rank0 = next((f for f in fps if f.get("rank") == 0), None)
+    node = str((rank0.get("slurm") or {}).get("node") or rank0.get("host") or "") if rank0 else ""
+    if node and network and remote.plain(network):
+        fix += (f"\n# it times out: rank 0's node {node} drops inbound connections; let the cluster network in there:\n"
+                + remote.render(fixes.firewall_allow_from(node, [network])))
     return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),
                 fix=fix, evidence={"missing_ranks": missing, "hosts_without_ranks": never,
                                    "arrived_hosts": sorted(h for h in arrived_hosts if h)})

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distdoctor import fixes, remote
+from distdoctor import fixes, loopback_name, remote
 from distdoctor.api import Fix, fail, warn
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
+from distdoctor.parsers.etc_hosts import HostsLine
+from distdoctor.text import one_line
 
 
 def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, list[Finding]]:
@@ -53,7 +55,7 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     names = sorted(set(per_host.values()))
     # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
     # per node, not the union NCCL_SOCKET_IFNAME would take.
-    fix: Fix | list[Fix] | str
+    fix: Fix | list[Fix | str] | str
     if len(names) == 1:
         fix = fixes.gloo_ifname(names[0], comment="on every node (or map the hostname to the node's real "
                                                   "address in /etc/hosts)")
@@ -62,8 +64,29 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
             Fix(nodes=(h,), comment=remote.render(fixes.gloo_ifname(i))) for h, i in sorted(per_host.items())]
     else:
         fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
+    # For good, on each node whose name is the loopback: the /etc/hosts line that makes it so.
+    lines: dict[str, tuple[dict, str]] = {}
+    # A name two nodes share (cloned images) names neither: no command can reach the right one.
+    shared = {h for h in {f.get("host") for f in fps}
+              if len({g.get("address") for g in fps if g.get("host") == h}) > 1}
+    for f in (f for f in bad if f.get("host") not in shared):
+        for entry in f.get("hosts_lines") or []:
+            if isinstance(entry, Mapping) and f.get("host") and f.get("address"):
+                lines.setdefault(str(f["host"]), (entry, str(f["address"])))
+    where = "; ".join(f"{host}: /etc/hosts line {entry.get('line')}: {one_line(' '.join(str(entry.get('text', '')).split()))}"
+                      for host, (entry, _addr) in lines.items())
+    if lines:
+        fix = list(fix) if isinstance(fix, list) else [fix]
+        for host, (entry, address) in lines.items():
+            line = HostsLine(int(entry.get("line") or 0), str(entry.get("text", "")), str(entry.get("address", "")),
+                             tuple(str(n) for n in entry.get("names") or ()))
+            fix.append(loopback_name.hosts_fix(host, line, host, address))
+    hosts = sorted({str(f.get("host")) for f in bad})
     return fail(f"gloo would advertise 127.0.0.1 on rank{'s' if len(bad) > 1 else ''} "
-                f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback",
+                f"{compare.rank_ranges(f['rank'] for f in bad)}: the hostname resolves to the loopback on "
+                f"{', '.join(hosts)}" + (f" ({where})" if where else ""),
                 explanation="without GLOO_SOCKET_IFNAME gloo binds to the address of `hostname`; the peers "
-                "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing",
+                "are then told to connect to 127.0.0.1 and time out (about 40 s) instead of failing. "
+                "GLOO_SOCKET_IFNAME works at once; mapping the name to the node's cluster address in "
+                "/etc/hosts mends it for every job (Debian writes `127.0.1.1 <hostname>` at install)",
                 fix=fix)

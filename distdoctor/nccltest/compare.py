@@ -164,7 +164,11 @@ def compare(fps: Sequence[dict[str, Any]]) -> list[Finding]:
                                    if m.get("interface") and not m["interface"].startswith("lo")})
                      for node, members in by_node.items()}
     names = {n for names in iface_by_node.values() for n in names}
-    if len(names) > 1 and len(by_node) > 1:
+    # NCCL_SOCKET_IFNAME already names each node's own interface (this warning's own fix, applied):
+    # the names differ, and that is now handled.
+    routed = [fp for fp in job.fps if fp.get("interface") and not fp["interface"].startswith("lo")]
+    handled = bool(routed) and _per_node_ifname("NCCL_SOCKET_IFNAME", routed)
+    if len(names) > 1 and len(by_node) > 1 and not handled:
         findings.append(warn(
             "nodes reach rank 0 through differently named interfaces: "
             + ", ".join(f"{node}: {'/'.join(n) or '?'}" for node, n in iface_by_node.items()),

@@ -43,6 +43,9 @@ class HostMap:
     hosts: list[str]
     ranks: list[list[int]]
     addresses: list[str]
+    # Each host's interface toward rank 0 and its MTU ("" and 0 when unknown), for the MTU fix.
+    interfaces: list[str] = field(default_factory=list)
+    mtus: list[int] = field(default_factory=list)
 
     def leader(self, index: int) -> int:
         return self.ranks[index][0]
@@ -72,12 +75,16 @@ def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
     names: dict[str, int] = {}
     for name, _addr in keys:
         names[name] = names.get(name, 0) + 1
-    hosts, ranks, addresses = [], [], []
+    by_rank = {int(fp["rank"]): fp for fp in fps}
+    hosts, ranks, addresses, interfaces, mtus = [], [], [], [], []
     for (name, addr), rs in keys.items():
         hosts.append(name if names[name] == 1 else f"{name}[{addr or '?'}]")
         ranks.append(rs)
         addresses.append(addr)
-    return HostMap(hosts, ranks, addresses)
+        first = by_rank[rs[0]]
+        interfaces.append(str(first.get("interface") or ""))
+        mtus.append(int(first.get("mtu") or 0) if str(first.get("mtu") or "").isdigit() else 0)
+    return HostMap(hosts, ranks, addresses, interfaces, mtus)
 
 
 def mesh_pairs(n_hosts: int, mode: str = "auto", threshold: int = FULL_MESH_UP_TO,
@@ -119,6 +126,7 @@ def targets(pairs: Sequence[tuple[int, int]], n_hosts: int) -> dict[int, list[in
 class Verdict:
     blocked: list[tuple[int, int, str]] = field(default_factory=list)  # no connection
     stalled: list[tuple[int, int, int]] = field(default_factory=list)  # handshake ok, transfer stuck: moved
+    paths: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # stalled pair: mesh.path_mtu()
     # host, {"sending"|"receiving": median rate of its pairs that way}, median of all pairs
     slow_hosts: list[tuple[int, dict[str, float], float]] = field(default_factory=list)
     slow_links: list[tuple[int, int, float, float]] = field(default_factory=list)  # s, d, rate, median
@@ -143,6 +151,8 @@ def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], si
                 real[(s, d)] = float(probe.get("rate_gbs") or 0.0)
         elif status == "stalled":
             verdict.stalled.append((s, d, int(probe.get("moved") or 0)))
+            if isinstance(probe.get("path"), Mapping):
+                verdict.paths[(s, d)] = dict(probe["path"])
         else:
             verdict.blocked.append((s, d, str(status)))
     verdict.measured = len(rates)
@@ -235,7 +245,15 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
                    or ["nft list ruleset   # on the nodes that drop the connections"]),
                  Fix(comment="or choose an interface every pair can reach: export NCCL_SOCKET_IFNAME=IFACE")],
             evidence={"blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked]}))
+    measured_pairs: set[frozenset[int]] = set()
     for s, d, moved in verdict.stalled:
+        if frozenset((s, d)) in measured_pairs:
+            continue  # the other direction of a pair already measured: one finding, one fix
+        measured = mtu_finding(hmap, s, d, moved, nbytes, verdict.paths.get((s, d)) or {})
+        if measured is not None:
+            measured_pairs.add(frozenset((s, d)))
+            out.append(measured)
+            continue
         out.append(fail(
             f"{hmap.label(s)} -> {hmap.label(d)}: small messages pass, a {human_bytes(nbytes)} transfer stalled "
             f"after {human_bytes(moved)} left the sender", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
@@ -283,6 +301,46 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
             if verdict.measured else ""
         out.append(ok(f"all {n_pairs} {unit}-to-{unit} connections work{rate}"))
     return out
+
+
+def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Mapping[str, Any]) -> Finding | None:
+    """A stalled pair whose path was measured: the largest packet the path carries, and which
+    end must change. The path decides, not a majority or a name: an end whose interface MTU is
+    above what the path carries sends frames the path drops, so that end comes down to it (or
+    the hop is raised, which no command on the nodes can do). None when nothing was measured."""
+    passes = int(path.get("passes") or 0)
+    if not passes:
+        return None
+    fails = [int(x) for x in path.get("fails") or []]
+    ends = [(i, hmap.interfaces[i] if i < len(hmap.interfaces) else "", hmap.mtus[i] if i < len(hmap.mtus) else 0)
+            for i in (s, d)]
+    known = ", ".join(f"{iface or '?'} mtu {mtu or '?'} on {hmap.hosts[i]}" for i, iface, mtu in ends)
+    wrong = [(i, iface, mtu) for i, iface, mtu in ends if mtu > passes]
+    records: list[Fix] = []
+    for i, iface, mtu in wrong:
+        if remote.plain(iface) and iface:
+            records.append(fixes.mtu(iface, passes, [hmap.hosts[i]]))
+        else:
+            records.append(Fix((), (hmap.hosts[i],), f"set the MTU of its cluster interface to {passes}"))
+    if not records:
+        records += [_from(hmap, s, d, "tracepath -n {}"),
+                    Fix(comment=f"both ends send at most {passes}: a hop between them drops what they send")]
+    highest = max((m for _i, _f, m in ends), default=0)
+    bigger = highest if highest > passes else min(fails) if fails else 0
+    records.append(Fix(comment=f"or raise every switch port and hop between {hmap.hosts[s]} and {hmap.hosts[d]} "
+                               f"to {bigger}, if they are meant to carry jumbo frames"))
+    return fail(
+        f"{hmap.label(s)} -> {hmap.label(d)}: the path carries packets of {passes} bytes"
+        + (f", not {bigger}" if bigger else "") + f" ({known}): a {human_bytes(nbytes)} transfer stalled after "
+        f"{human_bytes(moved)}", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
+        explanation="small messages pass and full-size packets are dropped on the way without an error (a switch "
+        "or bridge with a smaller MTU sends no 'fragmentation needed'), so TCP stalls after its handshake: "
+        "the rendezvous works and the first large collective hangs. Measured with don't-fragment datagrams "
+        "between the two hosts' probes; the ends whose MTU is above what the path carries must come down to it",
+        fix=records,
+        evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved,
+                  "path_mtu": passes, "fails": fails, "ends": {hmap.hosts[i]: {"interface": f, "mtu": m}
+                                                               for i, f, m in ends}})
 
 
 def _from(hmap: HostMap, s: int, d: int, command: str) -> Fix:

@@ -33,6 +33,7 @@ ROLL_POLL_S = 0.2  # how often rank 0 rereads the roll when the arrival count an
 class Launch:
     local: bool  # MASTER_ADDR is one of this host's addresses
     own: str  # where this rank reaches the store it serves
+    network: str = ""  # the network of MASTER_ADDR's interface here (10.0.0.0/24), for a firewall fix
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ def launch(rank: Rank, fp: dict[str, Any], if_addrs) -> Launch:
         rank.say(f"MASTER_ADDR={e.addr} " + (f"does not resolve here ({resolved.error})" if resolved.error else
                                               "is not an address of this host")
                  + f": the other ranks will not find the rendezvous. Use: export MASTER_ADDR={suggestion}")
-    return Launch(local, e.addr if local else "127.0.0.1")
+    return Launch(local, e.addr if local else "127.0.0.1",
+                  arrival.network_of(resolved.addresses[0], if_addrs) if local and resolved.addresses else "")
 
 
 def serve(rank: Rank, where: Launch, if_addrs) -> bool:
@@ -185,7 +187,7 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     trouble = [f for f in trouble if f.subject != "rendezvous"]
     if missing:
         trouble.insert(0, arrival.missing_finding(missing, waited, where.local, rank.ident, rank.endpoint,
-                                                  rank.fps, rank.host.env))
+                                                  rank.fps, rank.host.env, where.network))
         rank.recorder.extra["missing_ranks"] = missing
     rank_table(rank)
     if trouble:

@@ -18,8 +18,10 @@ ranks of one job, not a probe of the machine.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hmac
+import secrets
 import socket
 import threading
 import time
@@ -30,6 +32,14 @@ from typing import Any
 from distdoctor import bounded
 
 MAGIC = "DDNT1"
+# Path MTU probe: a datagram with don't-fragment set, echoed by the peer's listener on the same
+# port number over UDP. The echo is a few bytes, never larger than what came in.
+_MTU_MAGIC = b"DDMTU1"
+# Linux <netinet/in.h>: set DF on every datagram; the route's MTU as the kernel knows it.
+_IP_MTU_DISCOVER, _IP_PMTUDISC_DO, _IP_MTU = 10, 2, 14
+_IPV6_MTU_DISCOVER, _IPV6_PMTUDISC_DO, _IPV6_MTU = 23, 2, 24
+# The MTUs a path is commonly built with: jumbo, InfiniBand/RoCE, Ethernet, PPPoE, tunnels, IPv6's minimum.
+COMMON_MTUS = (9216, 9000, 8192, 4096, 4092, 1500, 1492, 1480, 1460, 1450, 1400, 1280)
 # A peer may ask to send at most this much: a stranger cannot make a listener read forever.
 MAX_TRANSFER = 64 << 20
 _CHUNK = 64 << 10
@@ -53,6 +63,27 @@ class Listener:
         self._token_set = threading.Event()
         self._closed = False
         threading.Thread(target=self._accept_loop, daemon=True, name="nccl-test-mesh-listener").start()
+        self.udp: socket.socket | None = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            self.udp.bind((address, self.port))
+        except OSError:  # the UDP port of the same number is someone else's: no path MTU probes here
+            self.udp.close()
+            self.udp = None
+        else:
+            threading.Thread(target=self._echo_loop, daemon=True, name="nccl-test-mesh-mtu").start()
+
+    def _echo_loop(self) -> None:
+        udp = self.udp
+        while udp is not None and not self._closed:
+            try:
+                data, peer = udp.recvfrom(65536)
+            except OSError:
+                return
+            if data.startswith(_MTU_MAGIC) and len(data) >= len(_MTU_MAGIC) + 8:
+                try:
+                    udp.sendto(b"ACK" + data[len(_MTU_MAGIC):len(_MTU_MAGIC) + 8], peer)
+                except OSError:
+                    pass
 
     def set_token(self, token: str) -> None:
         self._token = token
@@ -60,10 +91,12 @@ class Listener:
 
     def close(self) -> None:
         self._closed = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for sock in (self.sock, self.udp):
+            try:
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass
 
     def _accept_loop(self) -> None:
         while not self._closed:
@@ -118,10 +151,73 @@ class Probe:
     rate_gbs: float = 0.0
     seconds: float = 0.0
     moved: int = 0
+    path: dict[str, Any] | None = None  # after a stall: path_mtu()'s answer
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "rate_gbs": round(self.rate_gbs, 6), "seconds": round(self.seconds, 6),
-                "moved": self.moved}
+        out = {"status": self.status, "rate_gbs": round(self.rate_gbs, 6), "seconds": round(self.seconds, 6),
+               "moved": self.moved}
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+
+def path_mtu(address: str, port: int, timeout: float = 0.3, tries: int = 2,
+             sizes: Sequence[int] = COMMON_MTUS) -> dict[str, Any]:
+    """The largest IP packet, of the route's MTU and the common sizes below it, that crosses the
+    path to the peer's listener with don't-fragment set and is echoed: {"route_mtu": what this
+    end sends, "passes": the largest size echoed (0: none), "fails": the sizes that were not}.
+    A switch or bridge with a smaller MTU drops larger frames without a word (no ICMP), which is
+    what stalls TCP after its handshake; a router's "fragmentation needed" makes the kernel refuse
+    the larger sizes here (EMSGSIZE), which counts the same."""
+    v6 = ":" in address
+    overhead = 48 if v6 else 28  # IP and UDP headers
+    out: dict[str, Any] = {"route_mtu": 0, "passes": 0, "fails": []}
+    try:
+        sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return out
+    with sock:
+        try:
+            if v6:
+                sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_MTU_DISCOVER, _IPV6_PMTUDISC_DO)
+            else:
+                sock.setsockopt(socket.IPPROTO_IP, _IP_MTU_DISCOVER, _IP_PMTUDISC_DO)
+            sock.connect((address, port))
+            route = sock.getsockopt(socket.IPPROTO_IPV6 if v6 else socket.IPPROTO_IP, _IPV6_MTU if v6 else _IP_MTU)
+        except OSError:
+            return out
+        route = min(route, 65535)  # lo's 65536 is more than one datagram
+        out["route_mtu"] = route
+        if not _echoed(sock, 576 - overhead, timeout, tries):
+            out["no_echo"] = True  # nothing answers small datagrams either (UDP filtered): no verdict
+            return out
+        for size in sorted({s for s in sizes if s < route} | {route}, reverse=True):
+            if size - overhead < len(_MTU_MAGIC) + 8:
+                break
+            if _echoed(sock, size - overhead, timeout, tries):
+                out["passes"] = size
+                break
+            out["fails"].append(size)
+    return out
+
+
+def _echoed(sock: socket.socket, payload: int, timeout: float, tries: int) -> bool:
+    nonce = secrets.token_bytes(8)
+    datagram = _MTU_MAGIC + nonce + bytes(payload - len(_MTU_MAGIC) - 8)
+    for _ in range(tries):
+        try:
+            sock.send(datagram)
+        except OSError:  # EMSGSIZE: larger than the path MTU the kernel learned
+            return False
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            try:
+                if sock.recv(64) == b"ACK" + nonce:
+                    return True
+            except (socket.timeout, OSError):
+                break
+    return False
 
 
 def probe(rank: int, address: str, port: int, token: str, my_rank: int, timeout: float) -> str:
@@ -241,6 +337,9 @@ def probe_hosts(peers: Mapping[int, tuple[str, int]], token: str, my_rank: int, 
             continue  # not timed: 'ok' without a rate, never a false stall cut short by the budget
         address, port = peers[rank]
         out[rank] = probe_transfer(rank, address, port, token, my_rank, timeout, nbytes)
+        if out[rank].status == "stalled":
+            # Small packets pass and large ones do not: measure what the path carries.
+            out[rank] = dataclasses.replace(out[rank], path=path_mtu(address, port))
     return out
 
 

@@ -4,8 +4,11 @@ lead and follow read their shared state from, so that no module imports its own 
 
 from __future__ import annotations
 
+from typing import Any
+
 from distdoctor.nccltest import fingerprint, follow, interface, lead, mesh
 from distdoctor.nccltest.session import Rank
+from distdoctor.parsers.etc_hosts import loopback_lines
 
 
 def execute(rank: Rank) -> int:
@@ -23,6 +26,22 @@ def execute(rank: Rank) -> int:
     fp["mesh_port"] = listener.port if listener else 0
     fp["route"] = choice.how
     fp["hostname_addrs"] = list(rank.host.resolve(fp["host"], timeout=2).addresses)
+    try:  # the MTU of the interface toward rank 0: what a path MTU finding tells to change
+        fp["mtu"] = int((rank.host.net_if_stats().get(str(fp.get("interface") or "")) or {}).get("mtu") or 0)
+    except (OSError, ValueError, TypeError):
+        fp["mtu"] = 0
+    if fp["hostname_addrs"] and all(a.startswith("127.") or a == "::1" for a in fp["hostname_addrs"]):
+        fp["hosts_lines"] = _loopback_hosts_lines(rank.host, fp["host"])
     if rank.rank == 0:
         return lead.run(rank, fp, listener, if_addrs)
     return follow.run(rank, fp, listener)
+
+
+def _loopback_hosts_lines(host, name: str) -> list[dict[str, Any]]:
+    """The /etc/hosts lines that map this host's name to loopback, for the fix on this node."""
+    try:
+        text = host.read_text("/etc/hosts", max_bytes=1 << 20) or ""
+    except OSError:
+        return []
+    return [{"line": line.number, "text": line.text[:200], "address": line.address, "names": list(line.names[:8])}
+            for line in loopback_lines(text, name)[:4]]

@@ -239,7 +239,8 @@ def fix_items(report: Report) -> list[list[tuple[CheckRun, Finding]]]:
             if finding.status.severity >= Status.WARN.severity and (finding.fix or finding.explanation):
                 key = (finding.fix, finding.explanation) if finding.fix else id(finding)
                 items.setdefault(key, []).append((run, finding))
-    return list(items.values())
+    # Worst first (a FAIL is not read after five WARNs); the report's order within a severity.
+    return sorted(items.values(), key=lambda same: -max(f.status.severity for _r, f in same))
 
 
 def render(report: Report, page: Page, verbose: bool = False) -> None:
@@ -308,10 +309,19 @@ def render_cluster(view, page: Page, verbose: bool = False) -> None:
         return
     page.blank()
     page.line([("Odd nodes", "bold underline")])
-    shown = odd if verbose else odd[:50]
-    for node, info in shown:
+    # Nodes odd in the same facts (and with no check results of their own to show) are one line:
+    # 1,000 nodes sharing one difference are one host list, not 1,000 lines.
+    folded: dict[tuple[str, ...], list[str]] = {}
+    for node, info in odd:
+        if not info.get("differing_checks"):
+            folded.setdefault(tuple(info.get("outlier_in") or ()), []).append(node)
+    groups = [([node], info) for node, info in odd if info.get("differing_checks")] + \
+        [(nodes, {"outlier_in": list(facts)}) for facts, nodes in folded.items()]
+    shown = groups if verbose else groups[:50]
+    for nodes, info in shown:
         # Indented as blocks, so a long list of facts wraps under its node, not at column 0.
-        page.line([(f"{one_line(node)}: ", "bold"), ", ".join(info.get("outlier_in") or ["checks ended differently"])], indent=2)
+        page.line([(f"{one_line(fold(nodes))}: ", "bold"),
+                   ", ".join(info.get("outlier_in") or ["checks ended differently"])], indent=2)
         # A job's report: what this node's own checks said where nodes differ.
         for run in info.get("differing_checks", []):
             status = Status(run.get("status", "error")) if run.get("status") in {s.value for s in Status} else Status.ERROR
@@ -319,8 +329,8 @@ def render_cluster(view, page: Page, verbose: bool = False) -> None:
             for finding in run.get("findings", []):
                 if verbose or finding.get("status") != Status.OK.value:
                     page.line([str(finding.get("summary", ""))], indent=6)
-    if len(shown) < len(odd):
-        page.line([(f"(+{len(odd) - len(shown)} more; -v shows them)", "dim")], indent=2)
+    if len(shown) < len(groups):
+        page.line([(f"(+{len(groups) - len(shown)} more; -v shows them)", "dim")], indent=2)
 
 
 __all__ = ["render", "render_cluster", "make_console", "Page"]

@@ -93,3 +93,58 @@ def test_the_job_report_names_the_node_with_another_mtu(slurm_cluster, job_env):
         assert proc.returncode == 1
     finally:
         slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1500"], timeout=10)
+
+
+def test_rank0_behind_a_firewall_node2_prints_its_own_report_and_the_fix_for_node1_clears_it(slurm_cluster, job_env):
+    """node1 (rank 0) drops new connections from node2: node2 cannot hand its report over. Its
+    report is not lost: node2 prints it, saying the connection timed out and giving the rule for
+    node1; that line, run on node1 as printed, makes the next run one report of both nodes."""
+    from tests.harness import apt
+
+    apt.ensure("nftables")
+    cluster = slurm_cluster
+    argv = ["-w", "node1,node2", "-N2", "-n2", *distdoctor_argv(), "check", "--timeout", "8"]
+    nft = ["nft", "add", "chain", "inet", "filter", "input", "{ type filter hook input priority 0 ; }"]
+    try:
+        for rule in (["nft", "add", "table", "inet", "filter"], nft,
+                     ["nft", "add", "rule", "inet", "filter", "input", "ip", "saddr", cluster.address("node2"),
+                      "ct", "state", "new", "drop"]):
+            done = cluster.run_on("node1", rule)
+            assert done.returncode == 0, done.stderr
+        proc = cluster.srun(argv, env=job_env, timeout=150)
+        out = proc.stdout
+        assert "this node's report could not reach rank 0 (node1, port" in out and "timed out" in out, out[-3000:]
+        assert "node2: no report within the job's bound" in out, out[-3000:]
+        network = cluster.address("node2").rsplit(".", 1)[0] + ".0/24"
+        rule = f"ssh node1 nft insert rule inet filter input ip saddr {network} accept"
+        assert f"$ {rule}" in out, out[-3000:]
+
+        # The fix, as printed, on node1 (its `ssh node1` is the test's way onto the node).
+        done = cluster.run_on("node1", rule.split()[2:])
+        assert done.returncode == 0, done.stderr
+        again = cluster.srun([*argv[:-2], "--format", "json"], env=job_env, timeout=150)
+        doc = load_report(again.stdout)
+        assert doc["cluster"]["answered"] == 2 and doc["cluster"]["missing"] == {}, doc["cluster"]
+        assert "could not reach rank 0" not in again.stdout
+    finally:
+        cluster.run_on("node1", ["nft", "delete", "table", "inet", "filter"])
+
+
+def test_a_cloned_hostname_is_named_on_the_node_that_must_change(slurm_cluster, job_env):
+    """node2 reports node1's hostname (a cloned image): the job's report names node2 as the one to
+    rename, with the command for node2 only. Renaming it (`hostname node2`, what hostnamectl does
+    without the persistence; there is no systemd in the test's nodes) clears the finding."""
+    cluster = slurm_cluster
+    argv = ["-w", "node1,node2", "-N2", "-n2", *distdoctor_argv(), "check", "--format", "json", "--timeout", "8"]
+    try:
+        assert cluster.run_on("node2", ["hostname", "node1"]).returncode == 0
+        doc = load_report(cluster.srun(argv, env=job_env, timeout=150).stdout)
+        identity = {c["id"]: c for c in doc["checks"]}["cluster.host-identity"]
+        [named] = [f for f in identity["findings"] if f["subject"] == "host.name"]
+        assert named["status"] == "fail" and "node[1-2] share hostname node1" in named["summary"]
+        assert named["fix"].splitlines()[0] == "ssh node2 hostnamectl set-hostname node2", named["fix"]
+        assert "ssh node1" not in named["fix"]
+    finally:
+        cluster.run_on("node2", ["hostname", "node2"])
+    again = load_report(cluster.srun(argv, env=job_env, timeout=150).stdout)
+    assert {c["id"]: c for c in again["checks"]}["cluster.host-identity"]["status"] == "ok"

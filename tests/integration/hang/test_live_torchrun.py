@@ -28,7 +28,9 @@ def test_the_rank_in_load_batch_is_named_and_the_job_goes_on(tmp_path):
         job.wait_for(["stuck2", "waiting0", "waiting1", "waiting3"])
         pids = job.rank_pids()
         assert sorted(pids) == [0, 1, 2, 3]
-        for args in ((), ("--pids", ",".join(str(p) for p in pids.values()))):
+        listed = ",".join(str(p) for p in pids.values())
+        # --native: C/C++ frames too (py-spy pauses each rank for its dump); they must not split the wave
+        for args in ((), ("--pids", listed), ("--native", "--pids", listed)):
             report, took, proc = hang(*args)
             assert proc.returncode == 1, proc.stderr
             mine = [f for f in findings(report, "hang.wave") if f["evidence"].get("pid") == pids[2]]

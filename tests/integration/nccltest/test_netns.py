@@ -38,15 +38,19 @@ def hosts():
         yield ns
 
 
-def on(ns: Namespaces, short: str, hostname: str) -> list[str]:
+def on(ns: Namespaces, short: str, hostname: str, hosts_file: str = "") -> list[str]:
+    """Run in namespace `short` as host `hostname`; with hosts_file, that file is its /etc/hosts
+    (bind-mounted in the mount namespace `ip netns exec` makes, so only this host sees it)."""
+    mount = f"mount --bind {hosts_file} /etc/hosts && " if hosts_file else ""
     return ["ip", "netns", "exec", ns.name(short), "unshare", "--uts", "sh", "-c",
-            f'hostname {hostname} && exec "$@"', "sh"]
+            f'hostname {hostname} && {mount}exec "$@"', "sh"]
 
 
-def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True):
+def pair(ns, addr=f"{SUBNET}.1", env_a=None, env_b=None, args=(), uts=True, hosts_files=None):
     """Run rank 0 in a and rank 1 in b; (rc0, report0, stderr0), (rc1, stderr1), wall seconds."""
-    prefix_a = on(ns, "a", "nodea") if uts else ["ip", "netns", "exec", ns.name("a")]
-    prefix_b = on(ns, "b", "nodeb") if uts else ["ip", "netns", "exec", ns.name("b")]
+    files = hosts_files or {}
+    prefix_a = on(ns, "a", "nodea", files.get("a", "")) if uts else ["ip", "netns", "exec", ns.name("a")]
+    prefix_b = on(ns, "b", "nodeb", files.get("b", "")) if uts else ["ip", "netns", "exec", ns.name("b")]
     common = ["--timeout", str(TIMEOUT), *args]
     with Ranks() as ranks:
         ranks.start([*common, "--json"], rank_env(0, 2, PORT, addr, **(env_a or {})), prefix_a)
@@ -80,6 +84,29 @@ def test_two_hosts_pass_and_the_odd_node_is_named(hosts):
     fps = {fp["rank"]: fp for fp in doc["nccl_test"]["fingerprints"]}
     assert (fps[0]["host"], fps[0]["interface"], fps[0]["address"]) == ("nodea", "eth0", f"{SUBNET}.1")
     assert (fps[1]["host"], fps[1]["interface"], fps[1]["address"]) == ("nodeb", "ens5", f"{SUBNET}.2")
+
+
+def test_the_interface_fix_applied_as_printed_clears_its_warning(hosts, monkeypatch):
+    """Nodes reach rank 0 through eth0 and ens5: the printed NCCL_SOCKET_IFNAME, exported by bash
+    on both ranks exactly as printed, makes the warning go away on the re-run."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared, env_after
+
+    # Two full runs back to back on a shared 2-core machine: more room than the 9 s of one run.
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 25)
+
+    gloo_a, gloo_b = {"GLOO_SOCKET_IFNAME": "eth0"}, {"GLOO_SOCKET_IFNAME": "ens5"}
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, env_a=gloo_a, env_b=gloo_b)
+    assert (rc0, rc1) == (0, 0), (err0, err1, doc["checks"])
+    [iface] = [f for f in checks(doc)["nccl-test.cross-rank"]["findings"] if f["subject"] == "interface"]
+    assert iface["status"] == "warn" and iface["fix"].startswith("export NCCL_SOCKET_IFNAME=")
+    applied = {k: v for k, v in env_after(iface["fix"], {}).items() if k.startswith("NCCL_")}
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, env_a={**gloo_a, **applied}, env_b={**gloo_b, **applied})
+    failed = [f"{c['id']}: {c['findings']}" for c in again["checks"] if c["status"] != "ok"]
+    assert (rc0, rc1) == (0, 0), "\n".join([err0, err1, *failed])
+    assert_cleared(doc, again, [iface["fix"]])
+    assert statuses(again)["nccl-test.cross-rank"] == "ok", checks(again)["nccl-test.cross-rank"]
 
 
 def test_drop_on_ephemeral_ports_shows_in_the_mesh(hosts):
@@ -120,6 +147,30 @@ def test_drop_on_the_rendezvous_port_names_the_rank_that_never_arrived(hosts):
     assert "; still trying until the" in err1 and f"within {TIMEOUT:g} s: connection timed out" in err1, err1
 
 
+def test_rank0_firewalled_the_rule_printed_for_its_node_clears_it(hosts, monkeypatch):
+    """nodea (rank 0) drops the rendezvous port: the 'never arrived' finding gives the rule for
+    nodea; run there as printed (its `ssh nodea` is the test's way onto the node), the re-run
+    passes and the finding is gone."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared, run_on_nodes
+
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 20)
+    nft(hosts, "a", f"iifname eth0 tcp dport {PORT} drop")
+    env_a, env_b = {"GLOO_SOCKET_IFNAME": "eth0"}, {"GLOO_SOCKET_IFNAME": "ens5"}
+    (rc0, doc, _), (rc1, err1), _ = pair(hosts, env_a=env_a, env_b=env_b)
+    assert rc0 == 1 and rc1 == 1
+    finding = checks(doc)["nccl-test.rendezvous"]["findings"][0]
+    rule = f"ssh nodea nft insert rule inet filter input ip saddr {SUBNET}.0/24 accept"
+    assert rule in finding["fix"].splitlines(), finding["fix"]
+    assert "rank 0's node nodea drops inbound connections" in finding["fix"]
+    run_on_nodes(rule, lambda node: ["ip", "netns", "exec", hosts.name({"nodea": "a", "nodeb": "b"}[node])],
+                 here="nodea")
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, env_a=env_a, env_b=env_b)
+    assert (rc0, rc1) == (0, 0), (err0, err1)
+    assert_cleared(doc, again, [finding["fix"]])
+
+
 def test_wrong_master_addr(hosts):
     wrong = f"{SUBNET}.3"  # in the subnet, nobody has it
     (rc0, doc, _), (rc1, err1), wall = pair(hosts, addr=wrong, env_a={"GLOO_SOCKET_IFNAME": "eth0"},
@@ -148,6 +199,37 @@ def test_gloo_on_a_hostname_that_resolves_to_loopback_is_caught_before_it_hangs(
     assert init["findings"][-1]["fix"] == ("# export GLOO_SOCKET_IFNAME per node, before launching:\n"
                                            f"# on vm ({SUBNET}.1): export GLOO_SOCKET_IFNAME=eth0\n"
                                            f"# on vm ({SUBNET}.2): export GLOO_SOCKET_IFNAME=ens5")
+
+
+def test_a_hostname_on_loopback_is_named_on_its_node_and_its_hosts_fix_clears_it(hosts, tmp_path, monkeypatch):
+    """Debian's `127.0.1.1 nodeb` in nodeb's own /etc/hosts (nodea's maps nodeb correctly): the
+    finding names nodeb and the line, and the fix printed for nodeb, run there as printed,
+    makes the re-run pass with no finding and no GLOO_SOCKET_IFNAME."""
+    import sys
+
+    from tests.harness.fixapply import assert_cleared
+
+    monkeypatch.setattr(sys.modules[__name__], "TIMEOUT", 25)
+    files = {"a": tmp_path / "hosts-a", "b": tmp_path / "hosts-b"}
+    files["a"].write_text(f"127.0.0.1\tlocalhost\n{SUBNET}.1\tnodea\n{SUBNET}.2\tnodeb\n")
+    files["b"].write_text(f"127.0.0.1\tlocalhost\n127.0.1.1\tnodeb\n{SUBNET}.1\tnodea\n\n"
+                          "::1     localhost ip6-localhost ip6-loopback\n")
+    paths = {k: str(v) for k, v in files.items()}
+    (rc0, doc, err0), (rc1, err1), _ = pair(hosts, hosts_files=paths)
+    assert rc0 == 1, (err0, err1)
+    init = checks(doc)["nccl-test.init"]
+    [finding] = [f for f in init["findings"] if f["status"] == "fail"]
+    assert "rank 1: the hostname resolves to the loopback on nodeb" in finding["summary"], finding
+    assert "(nodeb: /etc/hosts line 2: 127.0.1.1 nodeb)" in finding["summary"], finding["summary"]
+    fix = finding["fix"]
+    assert "GLOO_SOCKET_IFNAME" in fix  # what works meanwhile
+    block = fix.split("# as root on nodeb:", 1)[1].split("\n", 1)[1]
+    # The block for nodeb, run as printed in nodeb's namespace, on nodeb's own /etc/hosts.
+    hosts.run("b", ["sh", "-c", f'mount --bind {paths["b"]} /etc/hosts && exec bash -c "$0"', block])
+    assert f"{SUBNET}.2\tnodeb" in files["b"].read_text() and "127.0.1.1" not in files["b"].read_text()
+    (rc0, again, err0), (rc1, err1), _ = pair(hosts, hosts_files=paths)
+    assert (rc0, rc1) == (0, 0), (err0, err1, [c for c in again["checks"] if c["status"] != "ok"])
+    assert_cleared(doc, again, [fix])
 
 
 def test_a_gloo_hang_past_its_own_timeout_ends_at_the_bound(hosts):

@@ -67,6 +67,10 @@ def test_nodes_sharing_hostname_and_boot_id_are_one_host_to_nccl():
     assert "gpu[003-004] share hostname gpu003" in summaries
     assert "gpu[003-004] share NCCL host hash hash-gpu003" in summaries
     assert view.outliers == ["gpu003", "gpu004"]
+    # The clone is the node whose job name is not the hostname it reports: only it is renamed.
+    [named] = [f for f in run.findings if f.subject == "host.name"]
+    assert named.fix.splitlines()[0] == "ssh gpu004 hostnamectl set-hostname gpu004", named.fix
+    assert "gpu003 hostnamectl" not in named.fix
 
 
 def test_check_failing_on_a_minority_names_those_nodes_with_the_check_to_rerun():
@@ -213,3 +217,58 @@ def test_every_node_rule_command_runs_as_printed_on_its_node():
     assert len(scripts) >= 8
     for script in scripts:
         assert fixlint.lint(script, on_node=True) == [], script
+
+
+def test_a_thousand_nodes_sharing_one_difference_are_one_host_list(tmp_path):
+    from distdoctor.render import console
+
+    odd = {f"gpu{i:03d}": {"net.if.eth0.mtu": 1500} for i in range(1001, 2001)}
+    view = cluster.build(fleet(2500, **odd))
+    assert len(view.outliers) == 1000
+    path = tmp_path / "out.txt"
+    with open(path, "w") as fh:
+        console.render_cluster(view, console.make_console(fh, width=100, color=False))
+    section = path.read_text().split("Odd nodes", 1)[1]
+    lines = [line.strip() for line in section.strip().splitlines()]
+    assert lines == ["gpu[1001-2000]: net.if.eth0.mtu"]
+
+
+def test_no_majority_is_said_not_counted_as_outliers():
+    view = cluster.build(fleet(2, gpu002={"gpu.count": 7}))
+    assert view.summary == "2 nodes, no majority for GPU count"
+    view = cluster.build(fleet(5, gpu002={"gpu.count": 7}, gpu004={"net.if.eth0.mtu": 1500},
+                               gpu005={"net.if.eth0.mtu": 1500}))
+    assert view.summary == "5 nodes, 3 outliers (gpu[002,004-005])", view.summary
+
+
+@pytest.mark.parametrize("answered", [0, 1])
+def test_fewer_than_two_reports_compare_nothing(answered):
+    reports = fleet(answered) if answered else {}
+    missing = [cluster.Missing(f"gpu{i:03d}", f"gpu{i:03d}: ssh: connect to host gpu{i:03d} port 22: Connection refused",
+                               "# on gpu%03d: start sshd" % i) for i in range(2, 4)]
+    view = cluster.build(reports, missing=missing)
+    runs = _runs(view)
+    for run_id in ("cluster.facts-agree", "cluster.host-identity", "cluster.check-results"):
+        assert runs[run_id].status is Status.SKIP, runs[run_id]
+    said = " ".join(f.summary for r in view.report.runs for f in r.findings)
+    assert "agree" not in said and "0 nodes" not in said
+
+
+def test_a_torch_local_build_is_installed_from_its_index_not_from_pypi():
+    """2.13.0+cpu is not on PyPI: the command asks PyTorch's CPU index for 2.13.0."""
+    view = cluster.build(fleet(3, gpu003={"torch.version": "2.12.1"}, gpu001={"torch.version": "2.13.0+cpu"},
+                               gpu002={"torch.version": "2.13.0+cpu"}))
+    [finding] = [f for r in view.report.runs for f in r.findings if f.subject == "torch.version"]
+    lines = finding.fix.splitlines()
+    assert lines[0] == "ssh gpu003 python3 -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    assert "PEP 668" in finding.fix and "+cpu" not in lines[0]
+
+
+def test_a_pinned_package_is_installed_not_described():
+    """[expect] pip.mypy = "2.4.1" and a node with another version: the fix installs it (no
+    `# on vm: make pip.mypy 2.4.1`)."""
+    view = cluster.build(fleet(2, gpu002={"pip.mypy": "2.3.0"}, gpu001={"pip.mypy": "2.3.0"}),
+                         expect={"pip.mypy": "2.4.1"})
+    [finding] = [f for r in view.report.runs for f in r.findings if f.subject == "pip.mypy"]
+    assert finding.fix.splitlines()[0] == "clush -w 'gpu[001-002]' -- python3 -m pip install mypy==2.4.1", finding.fix
+    assert "make pip.mypy" not in finding.fix

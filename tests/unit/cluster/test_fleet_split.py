@@ -47,6 +47,21 @@ def test_ssh_results_timeout_refusal_and_report():
         "d: no report (exit 1: /usr/bin/python3: No module named distdoctor)"]
 
 
+def test_a_failed_ssh_gets_a_fix_other_than_the_same_ssh():
+    from distdoctor import remote
+
+    results = {
+        "r": CommandResult(("x",), 255, "", "ssh: connect to host r port 22: Connection refused\n"),
+        "t": CommandResult(("x",), 255, "", "ssh: connect to host t port 22: Connection timed out\n"),
+        "k": CommandResult(("x",), 255, "", "u@k: Permission denied (publickey).\n"),
+    }
+    fixes = {m.node: remote.render(m.fix) for m in fleet.split_ssh(results, 30).missing}
+    assert all("distdoctor check" not in fix and not fix.startswith("ssh ") for fix in fixes.values()), fixes
+    assert "nc -vz -w 3 r 22" in fixes["r"] and "start sshd" in fixes["r"]
+    assert "firewall" in fixes["t"]
+    assert "ssh-copy-id k" in fixes["k"]
+
+
 def test_node_command_passes_the_selection_and_a_shorter_bound():
     assert fleet.node_argv(["dd"], 30, ["net"], ["gpu"]) == [
         "dd", "check", "--node-report", "--timeout", "27", "--only", "net", "--skip", "gpu"]

@@ -142,3 +142,20 @@ def test_a_hung_call_does_not_keep_the_process_alive():
     assert done.stdout.splitlines()[0] == "no answer within 0.1 s"
     assert "TimedOut(seconds=0.1)" in done.stdout.splitlines()[1]
     assert elapsed < 10
+
+
+def test_no_thread_pool_in_the_package():
+    """A pool's workers are joined at interpreter exit: one hung call would hold the process past
+    every deadline. Bounded calls go through distdoctor.bounded."""
+    import ast
+
+    for root in ("distdoctor", "checks"):
+        for folder, _dirs, files in os.walk(os.path.join(REPO, root)):
+            for name in (f for f in files if f.endswith(".py")):
+                with open(os.path.join(folder, name)) as fh:
+                    tree = ast.parse(fh.read())
+                for node in ast.walk(tree):
+                    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                    assert not any(m.startswith(("concurrent.futures", "multiprocessing.pool")) for m in modules), \
+                        os.path.join(folder, name)

@@ -58,6 +58,16 @@ def test_thirty_identical_fixes_are_one_item_with_the_subjects_folded():
     assert "2. " in fixes and "3. " not in fixes
 
 
+def test_fixes_are_listed_worst_first_whatever_the_area():
+    runs = [_run("gpu.a", [Finding(Status.WARN, "warn in gpu", fix="nvidia-smi")]),
+            _run("host.b", [Finding(Status.WARN, "warn in host", fix="ulimit -l")]),
+            CheckRun("net.c", "title of net.c", (), Status.FAIL, (Finding(Status.FAIL, "fail in net", fix="ip -br link"),),
+                     0.01)]
+    fixes = to_text(_report(runs), 100, False).split("How to fix", 1)[1]
+    order = [fixes.index(word) for word in ("fail in net", "warn in gpu", "warn in host")]
+    assert order == sorted(order) and "1. ✗ fail in net" in fixes
+
+
 def test_plain_text_has_no_codes_and_no_trailing_spaces_and_colour_has_codes():
     report = _report([_run("host.a", [Finding(Status.WARN, "w" * 150, fix="unset X")])])
     plain = to_text(report, 100, False)

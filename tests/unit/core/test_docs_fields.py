@@ -92,13 +92,25 @@ def test_readme_has_two_commands_and_ci_runs_the_second():
     quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```console\n(.*?)\n```", quick_start, re.S)
     assert len(commands) == 2, commands
-    assert commands[0] == "python3 -m pip install . && python3 -m distdoctor check"
+    # A stock Debian 12 / Ubuntu 24.04 Python refuses `pip install` outside a venv (PEP 668).
+    assert commands[0] == "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/distdoctor check"
+    assert commands[1].startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[test]' ")
+    # From PyPI alone, torch==2.13.0 on Linux is the CUDA build (several GB): the CPU index's
+    # 2.13.0+cpu sorts above it and is what pip picks.
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in commands[1]
+    import tomllib
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
+        extra = tomllib.load(fh)["project"]["optional-dependencies"]["test"]
+    # An exact public version: the CPU index's local "+cpu" build satisfies it, a range would let
+    # pip take a newer CUDA build from PyPI.
+    assert [dep for dep in extra if dep.startswith("torch")] == ["torch==2.13.0"]
     with open(os.path.join(REPO, ".ci", "run")) as fh:
         ci = [line for line in fh.read().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     # The README's command first (CI also prints the slowest tests), then what is not a test of
     # behaviour: the type hints and fresh-venv installs.
     assert ci[0] == commands[1].replace("pip install -e", "pip install -q -e") + " --durations=25"
-    assert ci[1:] == ["python3 -m mypy", "python3 -m pytest -q -p no:cacheprovider .ci/test_layouts.py"]
+    assert ci[1:] == [".venv/bin/mypy", ".venv/bin/pytest -q -p no:cacheprovider .ci/test_layouts.py"]
     assert "ruff check" in commands[1].split("pytest")[0]  # lint runs before the tests
 
 

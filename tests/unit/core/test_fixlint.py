@@ -90,6 +90,22 @@ def test_the_script_an_ssh_or_clush_line_runs_is_linted_as_run_on_that_node():
     assert "without the node" in lint("clush -- ibstat")[0]
 
 
+def test_a_fix_that_leaves_its_own_finding_in_place_is_a_problem():
+    from distdoctor.fixlint import persisting
+
+    def doc(*findings):
+        return {"checks": [{"id": "nccl-test.cross-rank", "findings": [
+            {"status": s, "subject": "interface", "summary": "names differ", "fix": f} for s, f in findings]}]}
+
+    fix = "export NCCL_SOCKET_IFNAME='=ens5,eth0'"
+    before = doc(("warn", fix))
+    assert persisting(before, doc(("ok", "")), [fix]) == []
+    [problem] = persisting(before, doc(("warn", fix)), [fix])
+    assert "nccl-test.cross-rank [interface]" in problem and "still reported" in problem
+    assert persisting(before, doc(("warn", fix)), ["unset NCCL_IB_DISABLE"]) == []  # not the fix applied
+    assert persisting({"checks": "junk"}, {}, [fix]) == []
+
+
 # --- records: each knows where its commands run, so nothing is read back from an ssh line -------
 
 def test_a_record_for_nodes_is_linted_as_the_script_their_shells_run():

@@ -89,3 +89,16 @@ def test_torch_logger_wrapper_is_not_named_as_the_collective():
 ])
 def test_what_sigusr1_would_do(status, disposition):
     assert procstate.usr1_disposition(status) == disposition
+
+
+def test_native_frames_never_split_the_wave():
+    """py-spy --native puts C/C++ frames (addresses in libc.so.6, different in every process
+    under ASLR) above the Python ones: they must not make every rank an outlier."""
+    def native(addr):
+        return Frame(addr, "libc.so.6", 0, "libc.so.6")
+    wait = frames(("all_reduce", "torch/distributed/distributed_c10d.py", 1), ("main", "train.py", 120))
+    a = [native("0x7fa9e98a3f16"), *wait]
+    b = [native("0x7f901c4a3f16"), native("futex_wait"), *wait]
+    assert grouping.signature(a) == grouping.signature(b)
+    assert grouping.place(a) == "all_reduce at train.py:120"
+    assert Frame("x", "job.py", 1, "/home/u/job.py").native is False

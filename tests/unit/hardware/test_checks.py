@@ -369,3 +369,22 @@ def test_ib_link_flaps():
     findings = run_check(ib.link_flaps, FakeHost(files={**files, "/dev/kmsg": flapping}), wide)
     assert statuses(findings) == [Status.FAIL] and findings[0].subject == "mlx5_5/1"
     assert statuses(run_check(ib.link_flaps, FakeHost(files={**files, "/dev/kmsg": flapping}))) == [Status.OK]
+
+
+def test_fabric_manager_log_errors_judged_by_the_sxid_catalogue():
+    active = {("systemctl", "is-active", "nvidia-fabricmanager"): "active\n"}
+    for name, count in (("fmlog_hgx_sxid12028_many_ports_gpud.log", 18), ("fmlog_hgx_one_sxid12028_inband_gpud.log", 1)):
+        log = fixture_text(data_path("fabric_manager", name))
+        findings = run_check(gpufabric.fabric, node(q(H100), commands=active, files={"/var/log/fabricmanager.log": log}))
+        fm = next(f for f in findings if f.subject == "nvidia-fabricmanager")
+        assert fm.status is Status.FAIL and fm.action == "reboot"
+        assert fm.summary.startswith(f"the fabric manager logged {count} NVSwitch error")
+        assert "SXid 12028 egress nonposted PRIV error" in fm.summary
+    healthy = fixture_text(data_path("fabric_manager", "journal_fm_started_ok_nvtrust128.txt"))
+    commands = {**active, ("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"): healthy}
+    assert statuses(run_check(gpufabric.fabric, node(q(H100), commands=commands))) == [Status.OK]
+    # NV_WARN_NOTHING_TO_DO on a node without NVSwitch: not judged at all
+    nothing = fixture_text(data_path("fabric_manager", "journal_fm_nothing_to_do_no_nvswitch_cubestudio29.txt"))
+    workstation = node(q("q_535_8xRTX4090_idle_gen1_healthy.txt"),
+                       commands={("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"): nothing})
+    assert statuses(run_check(gpufabric.fabric, workstation)) == [Status.SKIP]

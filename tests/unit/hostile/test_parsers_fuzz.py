@@ -21,7 +21,8 @@ from distdoctor.parsers import ParseError
 from distdoctor.parsers.ssh import parse_ssh_result
 
 # Extra arguments for the few parsers that take more than the text.
-EXTRA = {"parse_id_list": ("CUDA_VISIBLE_DEVICES",), "parse_counts": ("SLURM_TASKS_PER_NODE",)}
+EXTRA = {"parse_id_list": ("CUDA_VISIBLE_DEVICES",), "parse_counts": ("SLURM_TASKS_PER_NODE",),
+         "loopback_lines": ("node1",)}
 NOT_TEXT = {"parse_ssh_result"}  # (returncode, stderr): fuzzed on its own below
 
 

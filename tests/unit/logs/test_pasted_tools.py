@@ -101,3 +101,7 @@ def test_an_ibstat_port_down_is_named():
 def test_collect_env_states_the_gpus_it_shows(name, gpus):
     run = next(r for r in _pasted(data_path("collect_env", name)) if r.id == "log.pasted-collect-env")
     assert run.findings[0].summary.endswith(gpus)
+    # what the paste says about the node, under the inventory's names
+    from distdoctor.inventory import field_for
+    evidence = run.findings[0].evidence
+    assert evidence["torch.version"] and all(field_for(k) is not None for k in evidence), evidence

@@ -38,6 +38,23 @@ def test_interface_names_per_node_give_one_ifname_for_all():
     assert iface.fix == "export NCCL_SOCKET_IFNAME='=ens14f0,ens5'"
 
 
+def test_the_interface_fix_applied_clears_its_own_warning():
+    """The fix exported on every rank (as printed, the same value everywhere): the names still
+    differ, but NCCL_SOCKET_IFNAME now selects each node's own interface, so no warning again."""
+    (iface,) = [f for f in compare(job(r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))
+                if f.subject == "interface"]
+    value = iface.fix.split("=", 1)[1].strip("'")
+    applied = job(**{f"r{r}": {"env.NCCL_SOCKET_IFNAME": value} for r in range(4)})
+    for r in (2, 3):
+        applied[r]["interface"] = "ens14f0"
+    assert [f.status for f in compare(applied)] == [Status.OK], compare(applied)
+    # A value that leaves one node's interface out still warns.
+    partial = job(**{f"r{r}": {"env.NCCL_SOCKET_IFNAME": "=ens5"} for r in range(4)})
+    for r in (2, 3):
+        partial[r]["interface"] = "ens14f0"
+    assert "interface" in {f.subject for f in compare(partial)}
+
+
 def test_loopback_is_never_offered_to_nccl():
     """Ranks on rank 0's host route to it over lo: neither a difference nor part of the fix."""
     findings = compare(job(r1={"interface": "lo"}, r2={"interface": "ens14f0"}, r3={"interface": "ens14f0"}))

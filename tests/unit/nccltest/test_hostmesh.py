@@ -82,6 +82,35 @@ def test_blocked_stalled_and_silent_are_each_named():
     assert text[2] == "no connection results from h3 (rank 3)"
 
 
+def test_a_measured_path_mtu_names_the_size_and_lowers_only_the_ends_above_it():
+    """Jumbo on h0, 1500 on h1, the path carries 1500: only h0 comes down (by what the path
+    carries, not by majority); both directions stalled read as one finding, one fix."""
+    path = {"route_mtu": 9000, "passes": 1500, "fails": [9000, 8192, 4096, 4092]}
+    results = {(0, 1): {"status": "stalled", "moved": 65536, "path": path},
+               (1, 0): {"status": "stalled", "moved": 65536, "path": path}}
+    fps = [{**fp(0, "h0", "10.0.0.1"), "interface": "eth0", "mtu": 9000},
+           {**fp(1, "h1", "10.0.0.2"), "interface": "ens5", "mtu": 1500}]
+    [found] = hostmesh.findings(hostmesh.group(fps), hostmesh.judge(2, results), 2, 1 << 20)
+    assert found.summary.startswith("h0 (rank 0) -> h1 (rank 1): the path carries packets of 1500 bytes, not 9000 ")
+    assert found.fix.splitlines()[0] == "ssh h0 ip link set dev eth0 mtu 1500"
+    assert found.fix.splitlines()[1].startswith("# lasts until a reboot")
+    assert "h1 ip link" not in found.fix
+    # Nothing measured (UDP filtered): the stall as before, no MTU verdict.
+    results = {(0, 1): {"status": "stalled", "moved": 1, "path": {"route_mtu": 9000, "passes": 0, "no_echo": True}}}
+    [found] = hostmesh.findings(hostmesh.group(fps), hostmesh.judge(2, results), 2, 1 << 20)
+    assert "small messages pass" in found.summary
+
+
+def test_path_mtu_against_a_real_listener_on_the_loopback():
+    listener = mesh.Listener("127.0.0.1", 0)
+    try:
+        got = mesh.path_mtu("127.0.0.1", listener.port)
+    finally:
+        listener.close()
+    assert got["route_mtu"] == 65535 and got["passes"] == 65535
+    assert mesh.path_mtu("127.0.0.1", listener.port)["no_echo"] is True  # closed: nobody echoes
+
+
 def test_healthy_mesh_is_one_ok():
     results = {(s, d): ok_probe(0.5) for s in range(3) for d in range(3) if s != d}
     hmap = hostmesh.group([fp(r, f"h{r}", f"10.0.0.{r + 1}") for r in range(3)])

@@ -185,6 +185,33 @@ def test_gloo_unset_with_hostname_on_loopback_warns_only_for_multi_node_jobs():
     assert "127.0.0.1" in multi[0].summary and multi[0].fix == "export GLOO_SOCKET_IFNAME=enp1s0f0"
 
 
+def test_gloo_on_a_debian_hosts_line_names_the_line_and_the_fix_for_this_node():
+    """Debian's `127.0.1.1 node1`: the finding quotes the line; the fix keeps GLOO_SOCKET_IFNAME
+    for now and maps the name to the interface's address in /etc/hosts, which bash then does."""
+    import os
+    import subprocess
+    import tempfile
+
+    from distdoctor.parsers.etc_hosts import loopback_lines
+
+    text = "127.0.0.1\tlocalhost\n127.0.1.1\tnode1.cluster\tnode1\n\n::1 localhost ip6-localhost ip6-loopback\n"
+    host = lab_host({"SLURM_JOB_NUM_NODES": "2"}, files={"/etc/hosts": text}, resolve={"node1": ["127.0.1.1"]})
+    [finding] = run_check(net.gloo_socket_interface, host)
+    assert finding.status is Status.WARN and "(/etc/hosts line 2: 127.0.1.1 node1.cluster node1)" in finding.summary
+    lines = finding.fix.splitlines()
+    assert lines[0] == "export GLOO_SOCKET_IFNAME=enp1s0f0"
+    assert lines[1] == "# as root on node1: /etc/hosts line 2 maps node1 to 127.0.1.1"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "hosts")
+        with open(path, "w") as fh:
+            fh.write(text)
+        subprocess.run(["bash", "-c", lines[2].replace("/etc/hosts", path)], check=True, timeout=10)
+        with open(path) as fh:
+            after = fh.read()
+    assert loopback_lines(after, "node1") == [] and after.splitlines()[1].endswith("\tnode1.cluster\tnode1")
+    assert "localhost" in after.splitlines()[0] and after.splitlines()[3] == "::1 localhost ip6-localhost ip6-loopback"
+
+
 @pytest.mark.parametrize("value, status, words", [
     ("eth0", Status.FAIL, "does not exist"),
     ("enp1s0", Status.FAIL, "did you mean enp1s0f0"),
@@ -257,6 +284,16 @@ def test_slow_physical_link_warns():
     assert statuses(findings) == [Status.WARN] and "1000 Mb/s" in findings[0].summary
     ok = run_check(net.link_speed_mtu, lab_host({"NCCL_SOCKET_IFNAME": "=enp1s0f0"}))
     assert statuses(ok) == [Status.OK]
+
+
+def test_a_vm_uplink_is_never_matched_to_a_host_local_bridge():
+    """eth0-like uplink at 1400 (a cloud VM) and docker0 at 1500: no MTU warning, and never
+    `ip link set <uplink> mtu 1500`, which would cut the VM off its network."""
+    host = lab_host({"NCCL_SOCKET_IFNAME": "enp1s0f0,docker0"}, files={"/sys/class/net/enp1s0f0/mtu": "1400\n"},
+                    **as_physical("enp1s0f0"))
+    findings = run_check(net.link_speed_mtu, host)
+    assert not any(f.subject == "mtu" for f in findings), findings
+    assert not any("mtu 1500" in f.fix for f in findings)
 
 
 def test_physical_interface_is_quiet():

@@ -90,7 +90,10 @@ def test_matrix_cells_groups_and_fixes():
     assert 'ssh-keygen -f "/home/u/.ssh/known_hosts" -R node3' in changed.fix and "line 7" in changed.fix
     assert by_summary["ssh port 22 on node4: timed out"].status is Status.FAIL
     assert "firewall-cmd --permanent --add-port=22/tcp" in by_summary["ssh port 22 on node4: timed out"].fix
-    assert by_summary["TCP port 29500 on node2: connection refused"].status is Status.FAIL
+    # Refused on the rendezvous port before the job: the host answers, the store is not up yet.
+    waiting = by_summary["TCP port 29500 on node2: the host answers, nothing listens yet (expected before rank 0 "
+                         "starts the rendezvous)"]
+    assert waiting.status is Status.OK and not waiting.fix
     assert by_summary["name resolution of node5: name resolves to a loopback address"].status is Status.WARN
     # node4's ssh cell is not repeated as its own finding: the closed-off port explains it
     # (FakeHost's ssh answered ok for node4, so there is nothing to repeat either way)
@@ -98,6 +101,21 @@ def test_matrix_cells_groups_and_fixes():
     assert per_host["node3"]["probes"]["ssh"]["known_hosts_line"] == 7
     assert per_host["node1"]["probes"]["name"]["addresses"] == ["10.0.0.1"]
     assert per_host["node2"]["source"] == "--hosts"
+
+
+def test_refused_fails_on_a_service_port_and_not_on_a_rendezvous_port_before_the_job():
+    """`check --only reach --ports 29500` before the job: refused is what a rendezvous port says
+    until rank 0 starts; on any other port (or MASTER_PORT's own, when set) it is a fault."""
+    def run(ports, env=None):
+        host = FakeHost(env=env or {}, resolve={"node1": ["10.0.0.1"]},
+                        connect={("node1", 22): "ok", ("node1", 29500): "refused", ("node1", 8080): "refused",
+                                 ("node1", 29512): "refused"})
+        return run_check(reach.hosts, host, {"hosts": ["node1"], "ports": ports, "ssh": False})
+    before = run(["29500"])
+    assert [f.status for f in before] == [Status.OK, Status.OK] and "nothing listens yet" in before[1].summary
+    service = run(["8080"])
+    assert service[0].status is Status.FAIL and service[1].summary == "TCP port 8080 on node1: connection refused"
+    assert run(["29512"], {"MASTER_PORT": "29512"})[0].status is Status.OK
 
 
 def test_ssh_argv_is_batch_mode_and_never_weakens_host_keys():

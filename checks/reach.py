@@ -475,8 +475,8 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                        f"{nodes}-node job", subject=endpoint, evidence=evidence,
                        explanation="Ranks on the other nodes connect to their own loopback and wait until the "
                                    "rendezvous times out.",
-                       fix="export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)   "
-                           "# and map that name to its cluster address, not 127.x, in /etc/hosts")
+                       fix=["export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)",
+                            *fixes.hostname_address(addr)])
             return
         yield ok(f"MASTER_ADDR={addr} is loopback: fine for a single node only", subject=endpoint,
                  evidence=evidence)

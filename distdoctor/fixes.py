@@ -171,6 +171,8 @@ def pip_install(package: str, version: object, nodes: Sequence[str] = ()) -> Fix
 NAMED = {
     "memlock": lambda nodes: (memlock(nodes),),
     "shm": lambda nodes: (shm_size(SHM_SUGGESTED, nodes),),
+    # the node's own name, as the log names the node
+    "hostname": lambda nodes: hostname_address(nodes[0] if nodes else "", nodes),
 }
 
 

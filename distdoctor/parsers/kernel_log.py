@@ -13,6 +13,7 @@ the few lines worth a look, and only those are split into time and message.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -70,19 +71,29 @@ class KernelLog:
     year_guessed: bool = False  # syslog-style times carry no year; the caller's year was assumed
 
 
-def _iso(text: str) -> float | None:
-    text = text.replace(",", ".")
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    elif re.search(r"[+-]\d{4}$", text):
-        text = text[:-2] + ":" + text[-2:]
+_TZ_COLONLESS = re.compile(r"[+-]\d{4}$")
+_ISO_PARTS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?(.*)$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_seconds(base: str, zone: str) -> float | None:
+    text = base + (zone[:-2] + ":" + zone[-2:] if _TZ_COLONLESS.match(zone) else "+00:00" if zone in ("", "Z") else zone)
     try:
-        moment = datetime.fromisoformat(text)
+        return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
+
+
+def _iso(text: str) -> float | None:
+    # A flood of Xid lines shares its seconds: the date is parsed once per second and zone, the
+    # fraction added.
+    m = _ISO_PARTS.match(text)
+    if not m:
+        return None
+    seconds = _iso_seconds(m.group(1), m.group(3))
+    if seconds is None:
+        return None
+    return seconds + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
 
 
 def _ctime(text: str) -> float | None:
@@ -216,7 +227,7 @@ def parse_kernel_log(text: str, year: int = 1970) -> KernelLog:
         line = text[start:line_end].rstrip("\r")
         wall, up, message = split_time(line, year)
         kinds.add("wall" if wall is not None else "uptime" if up is not None else "none")
-        if wall is not None and _SYSLOG.match(line):
+        if wall is not None and not guessed and line[:3] in _MONTHS and _SYSLOG.match(line):
             guessed = True
         gpu = _GPU_LINE.search(message)
         if gpu:

@@ -84,6 +84,8 @@ REMEDIES = {
     "hostname": fixes.hostname_address("gpu1"),
     "named memlock": fixes.named("memlock", ["gpu7"]),
     "named shm": fixes.named("shm", ["gpu7"]),
+    "named hostname": fixes.named("hostname", ["gpu7"]),
+    "named hostname, no node": fixes.named("hostname"),
 }
 
 

@@ -239,8 +239,8 @@ def _undelivered(report: Report, job, why: str, host) -> Report:
         network = ""
     summary, explanation, fix = jobreport.undelivered(job, why, network)
     run = CheckRun("core.job-report", "This node's report reached rank 0", ("core",), Status.FAIL,
-                   (Finding(Status.FAIL, summary, job.address, explanation, fix,
-                            {"rank0": job.address, "port": job.port, "why": why}),), 0.0, "distdoctor")
+                   (Finding(Status.FAIL, summary, job.address, explanation, "",
+                            {"rank0": job.address, "port": job.port, "why": why}, remedy=fix),), 0.0, "distdoctor")
     return dataclasses.replace(report, runs=(run, *report.runs))
 
 

@@ -76,6 +76,20 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # Anchored explicitly: they are used with .match, and `^` also keeps a search (or a pattern that
 # starts with [ \t]*) linear on a 64 KiB line of blanks, where each start position rescanned it.
 _PATTERNS = tuple((name, re.compile(rf"^(?:{pattern.pattern})", pattern.flags)) for name, pattern in _PATTERNS)
+_DIGITS, _UPPER, _LOWER = "0123456789", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
+# The characters each prefix can start with. A line is tried only against the prefixes its
+# first character allows: the peel loop runs on every line of small inputs and on a sample of
+# large ones, and trying every pattern at every peel costs more than the rest of the scan.
+# tests/unit/logs/test_prefix.py checks that the dispatch splits every line of tests/data as the
+# full loop does.
+_FIRST = {
+    "quote": " \t>", "viewer": " \t[" + _DIGITS, "mpi": "[" + _UPPER, "horovodrun": "[" + _UPPER, "hydra": "[",
+    "hostpid": "[", "ray": "(", "stream": _UPPER + _LOWER + _DIGITS, "compose": _LOWER + _DIGITS,
+    "pylog": "DIWECF", "pylevel": _UPPER + _LOWER + _DIGITS + "_.[", "tflog": "IWEF", "torchrun": "[",
+    "srun": " \t" + _DIGITS, "iso": "[" + _DIGITS, "isomin": _DIGITS, "syslog": _UPPER, "glog": "[IWEF",
+    "c10d": "[", "clock": "[", "nccl": _UPPER + _LOWER + _DIGITS, "indent": " \t",
+}
+_BY_FIRST = {chr(c): tuple((n, p) for n, p in _PATTERNS if chr(c) in _FIRST[n]) for c in range(128)}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
 # srun and slurmstepd report on a task's behalf: "srun: error: node2: task 1: Killed",
@@ -103,8 +117,9 @@ def _seconds(m: re.Match[str]) -> float:
     return int(m.group("h")) * 3600 + int(m.group("mi")) * 60 + int(secs) + (float("0." + frac) if frac else 0.0)
 
 
-def split(line: str) -> Prefixed:
-    """Peel every known prefix off line. Never raises; an unknown shape is all body."""
+def split(line: str, dispatch: bool = True) -> Prefixed:
+    """Peel every known prefix off line. Never raises; an unknown shape is all body.
+    dispatch=False tries every pattern at every peel (the reference the dispatch is tested by)."""
     text = line.rstrip("\r\n")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -115,7 +130,7 @@ def split(line: str) -> Prefixed:
     for _ in range(12):  # bound the stacking; 12 prefixes deep is already absurd
         if not text:
             break
-        for name, pattern in _PATTERNS:
+        for name, pattern in (_BY_FIRST.get(text[0], _PATTERNS) if dispatch else _PATTERNS):
             m = pattern.match(text)
             if m is None or m.end() == 0:
                 continue

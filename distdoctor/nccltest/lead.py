@@ -26,6 +26,7 @@ from distdoctor.nccltest.session import Rank
 # When MASTER_ADDR is not rank 0's host nobody can find the store: rank 0 reports after this
 # long instead of at the bound (a NAT or VIP that does reach it gets that long to show).
 FAIL_FAST_S = 5.0
+ROLL_POLL_S = 0.2  # how often rank 0 rereads the roll when the arrival count and the roll disagree
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     while store.add(store_mod.ARRIVED, 0) < rank.world - 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
+    # The count is only a hint: anyone who reaches the port can add to it (`add("arrived", 1000)`
+    # once made rank 0 read the roll at once and call healthy ranks missing). A rank is missing
+    # only when the roll itself, which only the job's token can sign, lacks it at the deadline.
+    while len(roll.fps) < rank.world and time.monotonic() < deadline:
+        time.sleep(ROLL_POLL_S)
+        roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
     rank.fps = [roll.fps[r] for r in sorted(roll.fps)]
     rank.recorder.extra["fingerprints"] = rank.fps
     waited = time.monotonic() - rank.started

@@ -480,28 +480,35 @@ exec "$@"
 
     # --- keeping a shared cluster as it was --------------------------------------------
 
-    # Read inside each node's namespaces in one process per node: what tests change (the
-    # hostname, eth0's MTU and state, a qdisc, an nftables table).
-    _NODE_STATE = ("hostname; cat /sys/class/net/eth0/mtu /sys/class/net/eth0/operstate; echo @tc; "
-                   "tc qdisc show dev eth0 2>/dev/null; echo @nft; nft list ruleset 2>/dev/null; true")
-
     def _slurmd_pid(self, node: str) -> str:
         with open(os.path.join(self.base, "run", f"slurmd-{node}.pid")) as fh:
             return fh.read().strip()
 
+    def _inside(self, node: str) -> dict[str, object]:
+        """What tests change inside a node, read with as few processes as possible (this runs
+        after every test): eth0 and the mounts through slurmd's /proc entries (its root is the
+        node's own mount namespace and sysfs), the hostname, qdisc and nftables ruleset with one
+        process each."""
+        pid, ns = self._slurmd_pid(node), self.netns(node)
+        eth0 = {}
+        for name in ("mtu", "operstate"):
+            with open(f"/proc/{pid}/root/sys/class/net/eth0/{name}") as fh:
+                eth0[name] = fh.read().strip()
+        with open(f"/proc/{pid}/mountinfo") as fh:
+            # (mount id, mount point): a tmpfs over /dev/shm has the host's mount point, not its id
+            mounts = [tuple(line.split()[0:5:4]) for line in fh]
+        hostname = self._sh(["nsenter", "-t", pid, "--uts", "hostname"], check=False, timeout=10).stdout.strip()
+        qdisc = self._sh(["tc", "-n", ns, "qdisc", "show", "dev", "eth0"], check=False, timeout=10).stdout
+        nft = self._sh(["nsenter", f"--net=/run/netns/{ns}", "nft", "list", "ruleset"], check=False, timeout=10).stdout \
+            if shutil.which("nft") else ""
+        return {"hostname": hostname, **eth0, "qdisc": qdisc, "nft": nft, "mounts": mounts}
+
     def snapshot(self) -> dict[str, object]:
-        """The state tests may change: each node's Slurm state and reason, hostname, eth0,
-        qdisc, nftables ruleset and mount points (a tmpfs over /dev/shm), and the queue."""
-        state: dict[str, object] = {"queue": self.squeue_ids()}
+        """The state tests may change: each node's Slurm state and reason, hostname, eth0's MTU
+        and state, qdisc, nftables ruleset and mounts (a tmpfs over /dev/shm)."""
         out = self._sh(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], check=False, env=self.env, timeout=10).stdout
         slurm = {n: (t, r) for n, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
-        for node in self.nodes:
-            inside = self.run_on(node, ["sh", "-c", self._NODE_STATE], timeout=10).stdout
-            with open(f"/proc/{self._slurmd_pid(node)}/mountinfo") as fh:
-                # (mount id, mount point): a tmpfs over /dev/shm has the host's mount point, not its id
-                mounts = [tuple(line.split()[0:5:4]) for line in fh]
-            state[node] = {"slurm": slurm.get(node), "inside": inside, "mounts": mounts}
-        return state
+        return {node: {"slurm": slurm.get(node), **self._inside(node)} for node in self.nodes}
 
     def _busy(self) -> bool:
         """Jobs still queued, or a node still busy or not answering: a step's end and a resumed
@@ -516,35 +523,40 @@ exec "$@"
         cluster first gets a few seconds to settle (jobs ending, a resumed node answering
         again); only then are jobs cancelled and differences put back and reported."""
         end = time.monotonic() + 15
-        while self._busy() and time.monotonic() < end:
+        busy = self._busy()
+        while busy and time.monotonic() < end:
             time.sleep(0.1)
-        self._cancel_jobs()
+            busy = self._busy()
+        if busy:
+            self._cancel_jobs()
         now = self.snapshot()
         changed: list[str] = []
         for node in self.nodes:
-            was, ns = before[node], self.netns(node)
-            is_ = now[node]
+            was, is_, ns = before[node], now[node], self.netns(node)
             for _id, mount in reversed([m for m in is_["mounts"] if m not in was["mounts"]]):
                 changed.append(f"{node}: {mount} mounted")
                 self._sh(["nsenter", "-t", self._slurmd_pid(node), "--mount", "umount", "-l", mount], check=False)
-            if is_["inside"] != was["inside"]:
-                host, mtu, oper = was["inside"].split("\n")[:3]
-                changed.append(f"{node}: hostname, eth0, qdisc or nftables changed")
-                self._sh(["nsenter", "-t", self._slurmd_pid(node), "--uts", "hostname", host], check=False)
-                self._sh(["ip", "-n", ns, "link", "set", "eth0", "mtu", mtu, *(["up"] if oper != "down" else [])],
-                         check=False)
-                if "@tc\nqdisc" in is_["inside"] and is_["inside"].split("@tc")[1] != was["inside"].split("@tc")[1]:
-                    self._sh(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False)
-                if is_["inside"].split("@nft")[1] != was["inside"].split("@nft")[1]:
-                    self._sh(["ip", "netns", "exec", ns, "nft", "flush", "ruleset"], check=False)
+            if is_["hostname"] != was["hostname"]:
+                changed.append(f"{node}: hostname {is_['hostname']} (was {was['hostname']})")
+                self._sh(["nsenter", "-t", self._slurmd_pid(node), "--uts", "hostname", was["hostname"]], check=False)
+            if (is_["mtu"], is_["operstate"]) != (was["mtu"], was["operstate"]):
+                changed.append(f"{node}: eth0 mtu {is_['mtu']} {is_['operstate']} (was {was['mtu']} {was['operstate']})")
+                self._sh(["ip", "-n", ns, "link", "set", "eth0", "mtu", was["mtu"],
+                          *(["up"] if was["operstate"] != "down" else [])], check=False)
+            if is_["qdisc"] != was["qdisc"]:
+                changed.append(f"{node}: eth0 qdisc changed")
+                self._sh(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False)
+            if is_["nft"] != was["nft"]:
+                changed.append(f"{node}: nftables ruleset changed")
+                self._sh(["ip", "netns", "exec", ns, "nft", "flush", "ruleset"], check=False)
             if is_["slurm"] != was["slurm"]:
                 changed.append(f"{node}: Slurm state {is_['slurm']} (was {was['slurm']})")
                 self.scontrol(["update", f"nodename={node}", "state=resume"])
         if changed:
             def back() -> bool:
                 again = self.snapshot()
-                return all(again[n]["slurm"] == before[n]["slurm"] and again[n]["inside"] == before[n]["inside"]
-                           for n in self.nodes)
+                return all({k: v for k, v in again[n].items() if k != "mounts"}
+                           == {k: v for k, v in before[n].items() if k != "mounts"} for n in self.nodes)
 
             self._wait(back, 15, "the shared cluster did not return to its state: " + "; ".join(changed),
                        *(f"slurmd-{n}.log" for n in self.nodes))

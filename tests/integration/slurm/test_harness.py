@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from tests.harness import apt
 from tests.harness.slurm import SlurmCluster
 
 
@@ -96,15 +97,23 @@ def test_a_failed_start_cleans_up_what_it_started():
 
 def test_the_shared_cluster_is_put_back_and_the_change_named(slurm_cluster):
     """What the slurm_cluster fixture does after every test: a node drained, a tmpfs over
-    /dev/shm, another MTU and hostname inside a node are each named and undone."""
+    /dev/shm, another MTU and hostname, a qdisc and an nftables table inside a node are each
+    named and undone."""
     before = slurm_cluster.snapshot()
     slurm_cluster.run_on("node2", ["ip", "link", "set", "dev", "eth0", "mtu", "1400"], timeout=10)
     slurm_cluster.run_on("node2", ["hostname", "node9"], timeout=10)
     slurm_cluster.run_on("node2", ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", "/dev/shm"], timeout=10)
     assert slurm_cluster.scontrol(["update", "nodename=node3", "state=drain", "reason=left-by-a-test"]).returncode == 0
+    apt.ensure("nftables")
+    ns = slurm_cluster.netns("node1")
+    subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "100mbit", "burst", "32kbit",
+                    "latency", "50ms"], check=True, capture_output=True, timeout=10)
+    subprocess.run(["ip", "netns", "exec", ns, "nft", "add", "table", "inet", "left_by_a_test"], check=True,
+                   capture_output=True, timeout=10)
     changed = slurm_cluster.restore(before)
+    assert "node1: eth0 qdisc changed" in changed and "node1: nftables ruleset changed" in changed
     assert "node2: /dev/shm mounted" in changed
-    assert "node2: hostname, eth0, qdisc or nftables changed" in changed
+    assert "node2: hostname node9 (was node2)" in changed and "node2: eth0 mtu 1400 up (was 1500 up)" in changed
     assert any(c.startswith("node3: Slurm state") for c in changed), changed
     after = slurm_cluster.snapshot()
     for node in slurm_cluster.nodes:

@@ -88,3 +88,20 @@ def test_split_more_launchers(line, body, fields):
 def test_ranks_from_paths(path, rank, local_rank):
     assert rank_from_path(path) == rank
     assert local_rank_from_path(path) == local_rank
+
+
+def test_the_first_character_dispatch_splits_every_real_line_as_the_full_loop_does():
+    import glob
+    import os
+
+    from tests.conftest import data_path
+
+    checked = 0
+    for path in glob.glob(os.path.join(data_path(), "**", "*"), recursive=True):
+        if not os.path.isfile(path) or path.endswith((".json", ".py", ".gz", ".bz2", ".xz")):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                assert split(line) == split(line, dispatch=False), (path, line)
+                checked += 1
+    assert checked > 10_000

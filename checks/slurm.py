@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 
-from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.api import Context, Fix, check, fail, ok, skip, warn
 from distdoctor.text import fold_hosts
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
@@ -83,10 +83,11 @@ def installation(ctx: Context):
         if not any(c.up for c in inst.controllers):
             yield fail(f"slurmctld does not answer: {shown}", subject="slurmctld", evidence=ping,
                        explanation="No job can be submitted or started while the controller is down.",
-                       fix=f"ssh {_q(inst.controllers[0].name)} 'systemctl status slurmctld; journalctl -u slurmctld -n 50'")
+                       fix=Fix(("systemctl status slurmctld; journalctl -u slurmctld -n 50",),
+                               [inst.controllers[0].name]))
         elif down:
             yield warn(f"a backup slurmctld is down: {shown}", subject="slurmctld", evidence=ping,
-                       fix=f"ssh {_q(down[0].name)} systemctl status slurmctld")
+                       fix=Fix(("systemctl status slurmctld",), [down[0].name]))
         else:
             yield ok(f"slurmctld answers: {shown}", subject="slurmctld", evidence=ping)
     elif inst.tools.get("scontrol"):

@@ -107,7 +107,7 @@ class Missing:
 
     node: str
     reason: str
-    fix: str | Fix = ""
+    fix: str | Fix | Sequence[str | Fix] = ""
     status: Status = Status.FAIL
 
 

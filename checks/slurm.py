@@ -8,7 +8,7 @@ node that do not match GPUs per node, a training script started by sbatch withou
 
 from __future__ import annotations
 
-from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.api import Context, Fix, check, fail, ok, skip, warn
 from distdoctor.text import fold_hosts
 
 NOT_IN_JOB = "not inside a Slurm job"
@@ -79,10 +79,11 @@ def installation(ctx: Context):
         if not any(c.up for c in inst.controllers):
             yield fail(f"slurmctld does not answer: {shown}", subject="slurmctld", evidence=ping,
                        explanation="No job can be submitted or started while the controller is down.",
-                       fix=f"ssh {inst.controllers[0].name} 'systemctl status slurmctld; journalctl -u slurmctld -n 50'")
+                       fix=Fix(("systemctl status slurmctld; journalctl -u slurmctld -n 50",),
+                               [inst.controllers[0].name]))
         elif down:
             yield warn(f"a backup slurmctld is down: {shown}", subject="slurmctld", evidence=ping,
-                       fix=f"ssh {down[0].name} systemctl status slurmctld")
+                       fix=Fix(("systemctl status slurmctld",), [down[0].name]))
         else:
             yield ok(f"slurmctld answers: {shown}", subject="slurmctld", evidence=ping)
     elif inst.tools.get("scontrol"):

@@ -113,11 +113,12 @@ class Fix:
     "here" is, or what no command can do). srun: reach the nodes through Slurm instead of ssh/clush.
     by_file: nodes known only by their report file (see `on`)."""
 
-    commands: tuple[str, ...] = ()
-    nodes: tuple[str, ...] = ()
+    # Any sequence of strings is taken; each is kept as a tuple (a record hashes by value).
+    commands: Sequence[str] = ()
+    nodes: Sequence[str] = ()
     comment: str = ""
     srun: bool = False
-    by_file: tuple[str, ...] = ()
+    by_file: Sequence[str] = ()
 
     def __post_init__(self):
         # Callers pass lists and generators; a record compares and hashes by value.

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 from distdoctor import launch
 from distdoctor.model import RunContext
+from distdoctor.remote import Fix
 
 MAX_FRAME = 16 * 1024 * 1024  # a node report is tens of KiB; this bounds what a stranger makes rank 0 hold
 MAX_CONNECTIONS = 64  # served at once: a stranger opening thousands gets them closed, not a thread each
@@ -373,7 +374,7 @@ def network_toward(target: str, if_addrs: Mapping[str, Any]) -> str:
     return ""
 
 
-def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
+def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, tuple[Fix, ...]]:
     """(summary, explanation, fix) for a node whose report could not reach rank 0: the report is
     printed here instead, and says which node's firewall to open when the connection timed out
     (rank 0 drops inbound traffic) or what refused means."""
@@ -384,14 +385,12 @@ def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
     if "timed out" in lowered or "timeout" in lowered:
         explanation = (f"Connections to {p.address} time out: its firewall drops inbound traffic (or the network "
                        "between drops it). The job's rendezvous and NCCL need every node to reach rank 0's node.")
-        lines = [f"# on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule"]
+        note = Fix(comment=f"on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule")
         if network and remote.plain(network):
-            lines.append(remote.render(fixes.firewall_allow_from(p.address, [network])))
-        else:
-            lines.append(remote.on([p.address], "nft list ruleset"))
-        return summary, explanation, "\n".join(lines)
+            return summary, explanation, (note, fixes.firewall_allow_from(p.address, [network]))
+        return summary, explanation, (note, Fix(("nft list ruleset",), [p.address]))
     if "refused" in lowered:
         return (summary, f"{p.address} answers but nothing listens on port {p.port}: rank 0 ended before it gathered "
                 "the reports, or a REJECT rule there refuses the port.",
-                remote.on([p.address], f"ss -ltn 'sport = :{p.port}'"))
-    return summary, "Rank 0 did not confirm the report.", remote.on([p.address], "python3 -m distdoctor check -v")
+                (Fix((f"ss -ltn 'sport = :{p.port}'",), [p.address]),))
+    return summary, "Rank 0 did not confirm the report.", (Fix(("python3 -m distdoctor check -v",), [p.address]),)

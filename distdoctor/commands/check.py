@@ -89,9 +89,9 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageError(str(exc)) from None
-    validate_selection(registry.sorted(), args)
+    validate_selection(registry.sorted(), args, incomplete=registry.incomplete)
     chosen = [c for c in select(registry.sorted(), split(args.only), split(args.skip)) if config.enabled(c.id)]
-    if (args.only and not chosen):
+    if args.only and not chosen and not registry.incomplete:
         raise UsageError(f"--only {','.join(split(args.only))} matches no enabled check (see `distdoctor list`)")
     from distdoctor.facts import slowtools
 

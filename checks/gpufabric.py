@@ -98,7 +98,8 @@ def fabric(ctx: Context):
     Hopper and newer GPUs say whether they joined the fabric (nvidia-smi -q: Fabric State
     Completed, Status Success). Systems without NVSwitch need no fabric manager and are not
     judged (the service fails there with NV_WARN_NOTHING_TO_DO, which is harmless). The NVSwitch
-    errors the fabric manager logged within the window are judged by NVIDIA's SXid catalogue."""
+    errors the fabric manager logged within the window are judged by NVIDIA's SXid catalogue. A
+    node in a multi-node NVLink domain (a non-zero ClusterUUID) needs the nvidia-imex daemon."""
     health, none = _gpus(ctx)
     if none:
         yield none
@@ -152,9 +153,24 @@ def fabric(ctx: Context):
                    explanation="Without the fabric manager the NVSwitches are not programmed: multi-GPU jobs fail "
                                "with CUDA error 802 or run without NVLink.",
                    fix="sudo systemctl enable --now nvidia-fabricmanager && journalctl -u nvidia-fabricmanager -n 50")
+    # A GPU in a multi-node NVLink domain (GB200 NVL72) has a non-zero ClusterUUID; its memory is
+    # shared across nodes only through the IMEX daemon. Agreement of ClusterUUID/CliqueId across
+    # the job's nodes is the inventory's (gpu.fabric.*), judged by `distdoctor compare`/`fleet`.
+    domain = sorted({g.fabric_cluster_uuid for g in health.gpus if g.fabric_cluster_uuid.strip("0-")})
+    imex = ctx.host.run(["systemctl", "is-active", "nvidia-imex"], timeout=SYSTEMCTL_TIMEOUT) if domain else None
+    if imex is not None and not imex.missing and imex.stdout.strip() != "active":
+        found = True
+        yield fail(f"nvidia-imex is {imex.stdout.strip() or 'not running'} on a node of NVLink domain {domain[0]}",
+                   subject="nvidia-imex", action="fix-config",
+                   evidence={"cluster_uuid": domain, "systemctl": imex.stdout.strip(), "exit": imex.returncode},
+                   explanation="Multi-node NVLink memory sharing (CUDA fabric handles, NCCL's MNNVL) goes through the "
+                               "IMEX daemon; without it jobs across the domain's nodes fail to import each other's "
+                               "memory.",
+                   fix="sudo systemctl enable --now nvidia-imex && journalctl -u nvidia-imex -n 50")
     if not found:
         yield ok(f"NVSwitch system: {plural(len(health.gpus), 'GPU')} in the fabric"
-                 + ("" if result.missing else ", nvidia-fabricmanager active"))
+                 + ("" if result.missing else ", nvidia-fabricmanager active")
+                 + (", nvidia-imex active" if imex is not None and not imex.missing else ""))
 
 
 @check("gpu.mig-consistency", title="All GPUs of the node are in the same MIG mode, with nothing pending",

@@ -513,7 +513,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
             yield warn(f"something already listens on {endpoint} before launch", subject=endpoint, evidence=evidence,
                        explanation="Rank 0 will need to bind this port on the master; a process already holding "
                                    "it (a run that did not exit) makes the new job fail or join the wrong store.",
-                       fix=f"ssh {addr} ss -ltnp 'sport = :{port}'   # find it; or pick another MASTER_PORT")
+                       fix=Fix((f"ss -ltnp 'sport = :{port}'",), [addr], "find it; or pick another MASTER_PORT"))
     elif result.error == "refused":
         if store_up:
             yield fail(f"{endpoint} refuses connections although torchrun's store should be up", subject=endpoint,

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from distdoctor import bounded
 from distdoctor.config import toml_value
+from distdoctor.facts.system import SLURMD_PATHS
 from distdoctor.redact import REDACTED, is_secret_name
 from distdoctor.render.json import json_safe
 
@@ -161,7 +162,8 @@ def _nccl_versions(facts) -> Any:
 
 
 def _slurm_version(facts) -> Any:
-    if not any(facts.host.which(tool) for tool in ("sinfo", "srun", "scontrol")):
+    if not any(facts.host.which(tool) for tool in ("slurmd", "sinfo", "srun", "scontrol")) and \
+            not any(facts.host.exists(p) for p in SLURMD_PATHS):
         return ABSENT
     return facts.slurm_version
 
@@ -284,7 +286,7 @@ FIELDS: tuple[Field, ...] = (
        get=lambda f: _mpi(f, "implementation"), slow=True),
     _f("mpi.version", "MPI version (mpirun through PATH, as `module load` sets it)", "mpirun --version",
        snapshot=False, get=lambda f: _mpi(f, "version"), slow=True),
-    _f("slurm.version", "Slurm version", "sinfo/srun --version",
+    _f("slurm.version", "Slurm version", "slurmd -V (found in /usr/sbin without PATH), else sinfo --version",
        get=_slurm_version, slow=True),
     _f("horovod.version", "Horovod version", "horovod package metadata", get=lambda f: f.distributions.get("horovod")),
     # --- host limits and layout -----------------------------------------------------------

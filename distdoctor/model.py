@@ -122,7 +122,7 @@ class Finding:
                 watch(self)
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "status": self.status.value,
             "summary": self.summary,
             "subject": self.subject,

@@ -37,8 +37,12 @@ from typing import Any, Mapping
 
 from distdoctor import launch
 from distdoctor.model import RunContext
+from distdoctor.remote import Fix
 
 MAX_FRAME = 16 * 1024 * 1024  # a node report is tens of KiB; this bounds what a stranger makes rank 0 hold
+MAX_CONNECTIONS = 64  # served at once: a stranger opening thousands gets them closed, not a thread each
+MAX_REJECTED = 100  # strangers named in the report; the rest are counted
+PEER_SECONDS = 10.0  # for one whole message: a report is tens of KiB; a silent stranger frees its slot
 PORT_BASE = 30000  # nccl-test derives from 20000-29999; a check and an nccl-test of one step never collide
 PORT_SPAN = 2000
 SECRET_FILE = os.path.join("~", ".config", "distdoctor", "job-secret")
@@ -243,6 +247,8 @@ class Gatherer:
         self.key = key
         self.reports: dict[str, dict[str, Any]] = {}
         self.rejected: dict[str, str] = {}  # node (as it claims, else its address) -> why
+        self.unnamed = 0  # rejected past MAX_REJECTED, or connections refused past MAX_CONNECTIONS
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         family = socket.AF_INET6 if ":" in bind_address else socket.AF_INET
@@ -267,12 +273,23 @@ class Gatherer:
                 continue
             except OSError:
                 return
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                with self._changed:
+                    self.unnamed += 1
+                continue
             threading.Thread(target=self._serve, args=(conn, peer), daemon=True, name="gather-conn").start()
 
     def _serve(self, conn: socket.socket, peer) -> None:
+        try:
+            self._serve_one(conn, peer)
+        finally:
+            self._slots.release()
+
+    def _serve_one(self, conn: socket.socket, peer) -> None:
         with conn:
             try:
-                body = read_frame(conn, self.key, time.monotonic() + 30)
+                body = read_frame(conn, self.key, time.monotonic() + PEER_SECONDS)
                 if body.get("seed") != self.plan.seed or not isinstance(body.get("report"), dict):
                     raise ValueError("message is not a report of this job step")
                 node = str(body.get("node") or peer[0])
@@ -290,14 +307,20 @@ class Gatherer:
                     except OSError:
                         pass
                 with self._changed:
-                    self.rejected[claimed or peer[0]] = f"{exc} (from {peer[0]})"
+                    if len(self.rejected) < MAX_REJECTED:
+                        self.rejected[claimed or peer[0]] = f"{exc} (from {peer[0]})"
+                    else:
+                        self.unnamed += 1
                     self._changed.notify_all()
 
     def wait(self, others: int, deadline: float) -> dict[str, dict[str, Any]]:
         """The reports received by the deadline, or sooner when `others` nodes answered."""
         with self._changed:
-            # A node refused once will not do better: it counts as answered.
-            while len(self.reports) + len(set(self.rejected) - set(self.reports)) < others:
+            # Only authenticated reports count: a stranger's garbage frame (or a forged claim to
+            # be a node) once counted as that node's answer and made rank 0 stop waiting early
+            # and report a healthy node as "no report". A node refused for its secret is waited
+            # for until the deadline and then named with why.
+            while len(self.reports) < others:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -351,7 +374,7 @@ def network_toward(target: str, if_addrs: Mapping[str, Any]) -> str:
     return ""
 
 
-def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
+def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, tuple[Fix, ...]]:
     """(summary, explanation, fix) for a node whose report could not reach rank 0: the report is
     printed here instead, and says which node's firewall to open when the connection timed out
     (rank 0 drops inbound traffic) or what refused means."""
@@ -362,14 +385,12 @@ def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, str]:
     if "timed out" in lowered or "timeout" in lowered:
         explanation = (f"Connections to {p.address} time out: its firewall drops inbound traffic (or the network "
                        "between drops it). The job's rendezvous and NCCL need every node to reach rank 0's node.")
-        lines = [f"# on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule"]
+        note = Fix(comment=f"on rank 0's node {p.address}: let the cluster network in, ahead of the drop rule")
         if network and remote.plain(network):
-            lines.append(remote.render(fixes.firewall_allow_from(p.address, [network])))
-        else:
-            lines.append(remote.on([p.address], "nft list ruleset"))
-        return summary, explanation, "\n".join(lines)
+            return summary, explanation, (note, fixes.firewall_allow_from(p.address, [network]))
+        return summary, explanation, (note, Fix(("nft list ruleset",), [p.address]))
     if "refused" in lowered:
         return (summary, f"{p.address} answers but nothing listens on port {p.port}: rank 0 ended before it gathered "
                 "the reports, or a REJECT rule there refuses the port.",
-                remote.on([p.address], f"ss -ltn 'sport = :{p.port}'"))
-    return summary, "Rank 0 did not confirm the report.", remote.on([p.address], "python3 -m distdoctor check -v")
+                (Fix((f"ss -ltn 'sport = :{p.port}'",), [p.address]),))
+    return summary, "Rank 0 did not confirm the report.", (Fix(("python3 -m distdoctor check -v",), [p.address]),)

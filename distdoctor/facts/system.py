@@ -4,6 +4,7 @@ platform, compilers, installed packages, CPU and cgroup, and the host's identity
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 
@@ -117,19 +118,29 @@ def cpu(facts) -> Cpu:
                len([n for n in nodes if re.fullmatch(r"node\d+", n)]) if nodes else None)
 
 
+SLURMD_PATHS = ("/usr/sbin/slurmd", "/usr/local/sbin/slurmd", "/opt/slurm/sbin/slurmd")
+
+
 @fact
 def slurm_version(facts) -> str | None:
-    """The installed Slurm's version (`sinfo --version`, else srun's or scontrol's); None when
-    none of them is installed or the answer is unreadable."""
+    """The installed Slurm's version (`slurmd -V`, else `sinfo --version`, srun's or scontrol's);
+    None when none of them is installed or the answer is unreadable."""
     host = facts.host
-    tool = next((t for t in ("sinfo", "srun", "scontrol") if host.which(t)), None)
-    if tool is None:
-        return None
-    result = host.run_cached([tool, "--version"], TOOL_TIMEOUT)
-    try:
-        return parse_slurm_version(result.stdout) if result.ok else None
-    except ParseError:
-        return None
+    # The clients need a slurm.conf (or DNS SRV records) even for --version; slurmd -V does not,
+    # and a compute node has slurmd.
+    # slurmd lives in an sbin directory that a user's PATH (and os.defpath, which an empty
+    # environment falls back to) lacks: looked up where installations put it, so that the fact
+    # does not depend on the caller's shell.
+    slurmd = host.which("slurmd") or next((p for p in SLURMD_PATHS if host.exists(p)), None)
+    for tool, flag in ((slurmd, "-V"), ("sinfo", "--version"), ("srun", "--version"), ("scontrol", "--version")):
+        if not tool or not (os.sep in tool or host.which(tool)):
+            continue
+        result = host.run_cached([tool, flag], TOOL_TIMEOUT)
+        try:
+            return parse_slurm_version(result.stdout) if result.ok else None
+        except ParseError:
+            return None
+    return None
 
 
 @fact

@@ -16,11 +16,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from distdoctor import remote
 from distdoctor.crosscheck.engine import fold
 from distdoctor.logs import outcome, roster, signatures, timeouts
 from distdoctor.logs.scan import Event, Scan
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
+from distdoctor.remote import Fix
 from distdoctor.text import plural
 
 HANG_GAP_S = 60.0  # a rank silent this long before the others' last line looks stopped
@@ -386,7 +388,7 @@ def _quiet(scan: Scan, gap: float):
     fix = (f"# while it hangs, dump the stacks of rank {quiet[0]}{pid}"
            f"{' on ' + first[2] if first[2] else ''}: py-spy dump --pid <its pid>")
     if first[3] and signatures.addressable(first[2]):
-        fix = f"ssh {first[2]} py-spy dump --pid {first[3]}"
+        fix = remote.render(Fix((f"py-spy dump --pid {first[3]}",), [first[2]]))
     evidence = {"quiet_ranks": ranks, "last_line": redact_text(first[1]), "gap_s": round(lag, 3),
                 "ranks_heard": len(heard)}
     return summary, fix, evidence

@@ -15,7 +15,7 @@ import re
 
 from distdoctor.model import CheckRun, Finding, Status, worst
 
-KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names")
+KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache")
 _OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
 _INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
 _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
@@ -28,6 +28,11 @@ _IP_LINK_ONELINE = re.compile(r"^\d+:\s+(?P<name>[^:\s]+?)(?:@\S+)?:\s+<(?P<flag
                               r"(?!.*\binet6?\s)")
 _IBSTATUS_FIELD = re.compile(r"^\s+(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<value>.*)$")
 _SLURM_VAR = re.compile(r"^SLURM_\w+$")
+_NODE_SHOW = re.compile(r"^NodeName=\S+ ")
+_LD_CACHE = re.compile(r"^\d+ libs found in cache\b")
+_LD_ENTRY = re.compile(r"^\s+lib\S+ \([^)]*\)(?: => \S+)?\s*$")
+# the libraries a distributed job's failure turns on
+_LD_WATCHED = re.compile(r"^lib(?:nccl|cuda|cudart|ibverbs|mlx5|mpi|ucp|ucs|fabric)\b")
 
 
 def detect(lines: list[str], i: int) -> tuple[str, int] | None:
@@ -64,6 +69,16 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and lines[end].strip() and end - i < 300:
             end += 1
         return "link_names", end
+    if _NODE_SHOW.match(body):
+        end = i + 1
+        while end < len(lines) and lines[end].startswith((" ", "\t")) and lines[end].strip() and end - i < 60:
+            end += 1
+        return "node_show", end
+    if _LD_CACHE.match(body) or (_LD_ENTRY.match(lines[i]) and i + 1 < len(lines) and _LD_ENTRY.match(lines[i + 1])):
+        end = i + 1
+        while end < len(lines) and _LD_ENTRY.match(lines[end]) and end - i < 20000:
+            end += 1
+        return "ld_cache", end
     if _IP_LINK_ONELINE.match(body) and "link/" in body:
         end = i + 1
         while end < len(lines) and _IP_LINK_ONELINE.match(lines[end].strip()) and end - i < 300:
@@ -92,6 +107,10 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
             return _ibstatus(text, where)
         if kind == "link_names":
             return _link_names(text, where)
+        if kind == "node_show":
+            return _node_show(text, where)
+        if kind == "ld_cache":
+            return _ld_cache(text, where)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
@@ -225,6 +244,44 @@ def _link_names(text: str, where: str) -> list[CheckRun]:
                   explanation="`ip link`, `ip -o link`, `ifconfig -s` and `netstat -i` show no IP addresses: which "
                               "interface NCCL or Gloo would use cannot be told from this output (unknown, not "
                               "failed). Paste `ip -br addr` or `ip addr` for that.")]
+
+
+def _node_show(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.slurm import parse_node_show
+
+    node = parse_node_show(text)
+    title = f"Slurm node (pasted scontrol show node at {where})"
+    evidence = {"node": node.name, "state": node.state, "reason": node.reason}
+    if node.drained or {"DOWN", "FAIL", "NOT_RESPONDING"} & node.flags:
+        return [_note(where, Status.WARN, f"pasted `scontrol show node`: {node.name} is {node.state}"
+                                          + (f" ({node.reason})" if node.reason else ""), title, evidence,
+                      explanation="Slurm will not start jobs on a drained or down node; the reason is what an "
+                                  "admin or a health check recorded when taking it out.",
+                      fix="# once the cause is fixed, an admin returns it to service:\n"
+                          f"# scontrol update nodename={node.name} state=resume")]
+    return [_note(where, Status.OK, f"pasted `scontrol show node`: {node.name} is {node.state}", title, evidence)]
+
+
+def _ld_cache(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.ldconfig import parse_ldconfig_cache
+
+    entries = parse_ldconfig_cache(text)
+    watched: dict[str, list[str]] = {}
+    for e in entries:
+        if _LD_WATCHED.match(e.name):
+            watched.setdefault(e.name.split(".so")[0], []).append(e.path or e.name)
+    shown = "; ".join(f"{lib}: {', '.join(sorted(set(paths))[:3])}" for lib, paths in sorted(watched.items())[:8])
+    nccl = sorted({p for lib, paths in watched.items() if lib == "libnccl" for p in paths})
+    title = f"Shared libraries (pasted ldconfig -p at {where})"
+    evidence = {"libraries": {k: sorted(set(v)) for k, v in watched.items()}, "entries": len(entries)}
+    summary = f"pasted `ldconfig -p`: {len(entries)} entries" + (f"; {shown}" if shown else
+                                                                 "; no NCCL, CUDA, verbs or MPI library listed")
+    explanation = ("Which libraries the loader's cache lists, not which one a process loads (LD_LIBRARY_PATH and "
+                   "a Python wheel's own copy come first).")
+    if len({p.rsplit('/', 1)[0] for p in nccl}) > 1:
+        explanation += (" NCCL is listed from more than one directory: a program may load another NCCL than the "
+                        "one it was built with (build.nccl-libraries on the node tells which one loads).")
+    return [_note(where, Status.OK, summary, title, evidence, explanation=explanation)]
 
 
 def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:

@@ -60,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bound for the whole test in seconds; every rank ends within it (default 60)")
     parser.add_argument("--local", type=limits.arg_count(MAX_LOCAL, low=0), default=0, metavar="N",
                         help="start N ranks on this machine (no launcher needed)")
+    parser.add_argument("--port", type=limits.arg_count(65535, low=1), default=0, metavar="PORT",
+                        help="with --local: the rendezvous port (default: MASTER_PORT when set, else a free port)")
     parser.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                         help="force a backend (default: nccl when every rank has CUDA, else gloo)")
     parser.add_argument("--mesh", nargs="?", const="auto", choices=("auto", "full"), default=None,
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     children = None
     given = host.env
     if args.local:
-        port = local_mod.free_port()
+        port = local_mod.chosen_port(args.port, host.env)
         env = dict(host.env, DISTDOCTOR_JOB_TOKEN=secrets.token_hex(16))
         children = local_mod.Children(local_mod.forwarded_argv(args), env, args.local, port)
         host = Host(env=local_mod.child_env(env, 0, args.local, port))
@@ -140,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"distdoctor nccl-test: {exc}", file=sys.stderr)
             return EXIT_USAGE
         if args.local:
-            where = local_mod.honest_endpoint(where, given)
+            where = local_mod.honest_endpoint(where, given, args.port)
         from distdoctor.nccltest import report as report_mod
 
         return report_mod.final_code(_run_rank(args, host, ident, where, started, started_wall, children))

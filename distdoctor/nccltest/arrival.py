@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distdoctor import fixes, remote
-from distdoctor.api import fail, ok
+from distdoctor.api import Fix, fail, ok
 from distdoctor.model import Finding
 from distdoctor.nccltest import compare
 from distdoctor.nccltest import store as store_mod
@@ -85,18 +85,23 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
               f"they cannot reach {e.addr}:{e.port} (firewall, wrong MASTER_ADDR, "
               "a different MASTER_PORT on their side)"]
     if not master_local:
-        causes.insert(0, f"MASTER_ADDR={e.addr} is not rank 0's host, so the other ranks look for "
-                         "the rendezvous somewhere else")
-    fix = (f"# on a host of a missing rank, while the test runs:\n"
-           f"timeout 5 bash -c '</dev/tcp/{e.addr}/{e.port}' && echo reachable")
+        # The launch step named MASTER_ADDR with its fix; the missing ranks are its consequence,
+        # not a second problem with a second fix.
+        return fail(summary + f": they look for the rendezvous at MASTER_ADDR={e.addr}, which is not rank 0's host "
+                    "(see nccl-test.launch)", subject=compare.rank_ranges(missing),
+                    evidence={"missing_ranks": missing, "hosts_without_ranks": never,
+                              "arrived_hosts": sorted(h for h in arrived_hosts if h)})
+    fix = [Fix((f"timeout 5 bash -c '</dev/tcp/{e.addr}/{e.port}' && echo reachable",),
+               comment="on a host of a missing rank, while the test runs:")]
     # Rank 0 arrived, so its own node is where a firewall that drops inbound traffic sits when
     # the others time out (they say so on their stderr: 'connection timed out'): let the
     # cluster network in there, ahead of the drop rule (`nft add rule` would append after it).
     rank0 = next((f for f in fps if f.get("rank") == 0), None)
     node = str((rank0.get("slurm") or {}).get("node") or rank0.get("host") or "") if rank0 else ""
-    if node and network and remote.plain(network):
-        fix += (f"\n# it times out: rank 0's node {node} drops inbound connections; let the cluster network in there:\n"
-                + remote.render(fixes.firewall_allow_from(node, [network])))
+    if node and network and remote.plain(network) and not ipaddress.ip_network(network, strict=False).is_loopback:
+        fix += [Fix(comment=f"it times out: rank 0's node {node} drops inbound connections; let the cluster "
+                            "network in there:"),
+                fixes.firewall_allow_from(node, [network])]
     return fail(summary, subject=compare.rank_ranges(missing), explanation="Likely causes: " + "; ".join(causes),
                 fix=fix, evidence={"missing_ranks": missing, "hosts_without_ranks": never,
                                    "arrived_hosts": sorted(h for h in arrived_hosts if h)})

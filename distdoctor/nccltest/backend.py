@@ -55,7 +55,7 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     names = sorted(set(per_host.values()))
     # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
     # per node, not the union NCCL_SOCKET_IFNAME would take.
-    fix: Fix | list[Fix | str] | str
+    fix: Fix | Sequence[Fix | str] | str
     if len(names) == 1:
         fix = fixes.gloo_ifname(names[0], comment="on every node (or map the hostname to the node's real "
                                                   "address in /etc/hosts)")

@@ -8,6 +8,7 @@ Pure functions: the sockets are in mesh.py, the store traffic in lead.py and fol
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -300,6 +301,33 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
         rate = f"; median {verdict.median_gbs:.3g} GB/s over {verdict.measured} timed transfers" \
             if verdict.measured else ""
         out.append(ok(f"all {n_pairs} {unit}-to-{unit} connections work{rate}"))
+    return out
+
+
+def nat_findings(hmap: HostMap, seen: Mapping[int, str]) -> list[Finding]:
+    """Hosts whose probes reached this rank from another address than the one they advertise:
+    they are behind NAT (a container on a bridge network, a NAT gateway), and what they advertise
+    is not reachable from the other hosts. seen: leader rank -> the source address observed."""
+    out = []
+    for i in range(len(hmap.hosts)):
+        advertised, observed = hmap.addresses[i], seen.get(hmap.leader(i), "")
+        try:
+            a, o = ipaddress.ip_address(advertised.split("%")[0]), ipaddress.ip_address(observed.split("%")[0])
+        except ValueError:
+            continue
+        if a == o or a.is_loopback or o.is_loopback:
+            continue
+        host = hmap.hosts[i]
+        out.append(fail(
+            f"{hmap.label(i)} advertises {advertised} but its connections arrive from {observed}: it is behind NAT, "
+            "and the other hosts cannot connect to the address it advertises", subject=host,
+            explanation="a container on a bridge network (Docker's default) or a NAT gateway rewrites the source "
+            "address of what the host sends; NCCL and gloo tell their peers the inside address, which nobody "
+            "outside can reach. No NCCL_SOCKET_IFNAME can make it reachable: the host needs the host's network",
+            fix=Fix((), (host,), "restart its container with host networking: docker run --network=host "
+                                 "(podman the same; Kubernetes: hostNetwork: true), or publish nothing and run on the "
+                                 "host itself"),
+            evidence={"host": host, "advertised": advertised, "observed": observed}))
     return out
 
 

@@ -26,6 +26,7 @@ from distdoctor.nccltest.session import Rank
 # When MASTER_ADDR is not rank 0's host nobody can find the store: rank 0 reports after this
 # long instead of at the bound (a NAT or VIP that does reach it gets that long to show).
 FAIL_FAST_S = 5.0
+ROLL_POLL_S = 0.2  # how often rank 0 rereads the roll when the arrival count and the roll disagree
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def run(rank: Rank, fp: dict[str, Any], listener, if_addrs) -> int:
     go = blocker is None
     if planned.plan["mesh"]:
         listener.set_token(planned.plan["token"])
-        go = mesh_phase(rank, planned) and go
+        go = mesh_phase(rank, planned, listener) and go
     rank.channel.put("verdict", {"go": go})
     if not go:
         if blocker is not None:
@@ -168,6 +169,12 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     while store.add(store_mod.ARRIVED, 0) < rank.world - 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
+    # The count is only a hint: anyone who reaches the port can add to it (`add("arrived", 1000)`
+    # once made rank 0 read the roll at once and call healthy ranks missing). A rank is missing
+    # only when the roll itself, which only the job's token can sign, lacks it at the deadline.
+    while len(roll.fps) < rank.world and time.monotonic() < deadline:
+        time.sleep(ROLL_POLL_S)
+        roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
     rank.fps = [roll.fps[r] for r in sorted(roll.fps)]
     rank.recorder.extra["fingerprints"] = rank.fps
     waited = time.monotonic() - rank.started
@@ -243,7 +250,7 @@ def plan_mesh(rank: Rank, backend: str, listener) -> MeshPlan:
     return MeshPlan(hmap, plan, mine, unit)
 
 
-def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
+def mesh_phase(rank: Rank, planned: MeshPlan, listener=None) -> bool:
     """Rank 0 probes as its host's leader, reads one row per other host, and judges."""
     rank.set_phase("mesh")
     started = time.monotonic()
@@ -266,7 +273,8 @@ def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
               for d, probe in row.items() if d in leader_index}
     planned.probes.update(probes)
     verdict = hostmesh.judge(len(hmap.hosts), probes, sorted(silent))
-    found = hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
+    behind_nat = hostmesh.nat_findings(hmap, dict(listener.seen)) if listener is not None else []
+    found = behind_nat + hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
     if len(hmap.hosts) <= 32:
         table = hostmesh.host_table(hmap, probes, plan["nbytes"])
         found[0] = dataclasses.replace(found[0], evidence={**found[0].evidence, "table": table})
@@ -279,7 +287,7 @@ def mesh_phase(rank: Rank, planned: MeshPlan) -> bool:
         "blocked": [[hmap.leader(s), hmap.leader(d), st] for s, d, st in verdict.blocked],
         "transfer_bytes": plan["nbytes"], "median_gbs": verdict.median_gbs}
     rank.recorder.add("nccl-test.mesh", found, time.monotonic() - started)
-    return not (verdict.blocked or verdict.stalled or verdict.silent)
+    return not (verdict.blocked or verdict.stalled or verdict.silent or behind_nat)
 
 
 def tampered(rank: Rank) -> list[Finding]:

@@ -29,6 +29,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def chosen_port(flag: int, env: Mapping[str, str]) -> int:
+    """--port, else MASTER_PORT when it is a port number (a site that opens one port for the
+    rendezvous sets it), else a free port."""
+    if flag:
+        return flag
+    value = (env.get("MASTER_PORT") or "").strip()
+    if value.isdigit() and 0 < int(value) < 65536:
+        return int(value)
+    return free_port()
+
+
 def child_env(env: Mapping[str, str], rank: int, world: int, port: int) -> dict[str, str]:
     out = {k: v for k, v in env.items() if k not in _STRIP and not k.startswith(_STRIP_PREFIXES)}
     out.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
@@ -78,7 +89,7 @@ class Children:
                 pass
 
 
-def honest_endpoint(where, given: Mapping[str, str]):
+def honest_endpoint(where, given: Mapping[str, str], flag: int = 0):
     """Rank 0's rendezvous as --local chose it, not as the children's environment spells it:
     MASTER_ADDR and MASTER_PORT were chosen here, whatever the caller's environment said."""
     import dataclasses
@@ -89,8 +100,9 @@ def honest_endpoint(where, given: Mapping[str, str]):
         where,
         addr_why="chosen by --local: every rank runs on this host" + (
             f" (MASTER_ADDR={addr} from the environment is ignored)" if addr else " (MASTER_ADDR unset)"),
-        port_why="chosen by --local: a free port" + (
-            f" (MASTER_PORT={port} from the environment is ignored)" if port else " (MASTER_PORT unset)"))
+        port_why="--port" if flag else "MASTER_PORT from the environment" if port.isdigit() and 0 < int(port) < 65536
+        else "chosen by --local: a free port" + (f" (MASTER_PORT={port[:40]!r} is not a port)" if port else
+                                                 " (MASTER_PORT unset)"))
 
 
 def forwarded_argv(args) -> list[str]:

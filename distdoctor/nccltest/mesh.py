@@ -62,6 +62,9 @@ class Listener:
         self._token: str | None = None
         self._token_set = threading.Event()
         self._closed = False
+        # rank -> the address its probe came from: a rank behind NAT advertises one address and
+        # arrives from another (a container on a bridge network).
+        self.seen: dict[int, str] = {}
         threading.Thread(target=self._accept_loop, daemon=True, name="nccl-test-mesh-listener").start()
         self.udp: socket.socket | None = socket.socket(family, socket.SOCK_DGRAM)
         try:
@@ -101,12 +104,12 @@ class Listener:
     def _accept_loop(self) -> None:
         while not self._closed:
             try:
-                conn, _peer = self.sock.accept()
+                conn, peer = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._answer, args=(conn, str(peer[0])), daemon=True).start()
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket, peer: str = "") -> None:
         with conn:
             try:
                 conn.settimeout(10)
@@ -115,6 +118,8 @@ class Listener:
                 if len(line) in (3, 4) and line[0] == MAGIC and self._token_set.wait(10) and self._token \
                         and hmac.compare_digest(line[1].encode(), self._token.encode()):
                     conn.sendall(f"OK {self.rank}\n".encode())
+                    if line[2].isdigit() and peer:
+                        self.seen[int(line[2])] = peer.removeprefix("::ffff:")
                 else:
                     conn.sendall(b"NO\n")
                     return

@@ -38,6 +38,9 @@ ROLL = "roll"
 ARRIVED = "arrived"
 # A line on the roll bigger than this is not a fingerprint: it is cut, and named as garbage.
 MAX_LINE = 256 << 10
+# Lines rank 0 reads from the roll besides one per rank: past this, a stranger's flood of short
+# lines is counted, not parsed, so reading the roll stays bounded whatever was appended to it.
+MAX_EXTRA_LINES = 1000
 WAIT_SLICE_S = 1.0
 
 
@@ -101,32 +104,68 @@ class Roll:
 
 
 def read_roll(token: str, raw: bytes, world: int) -> Roll:
+    """The roll's fingerprints. Only lines that look sealed (`{"v":`) are parsed, found with
+    bytes.find, so a stranger's flood of other lines costs one pass in C and is named by its
+    size; at most `world * 4 + MAX_EXTRA_LINES` sealed-looking lines are opened (each costs an
+    HMAC), so reading the roll stays bounded whatever was appended to it."""
     roll = Roll()
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE:
-            roll.foreign.append(f"a {len(line)}-byte line that is not a fingerprint")
-            continue
-        try:
-            fp = unseal(token, ROLL, line)
-            if not isinstance(fp, dict) or not isinstance(fp.get("rank"), int) \
-                    or not isinstance(fp.get("world_size"), int) or not isinstance(fp.get("host"), str):
-                raise Unsealed("a sealed value without rank, world_size and host")
-        except Unsealed as exc:
-            roll.foreign.append(str(exc))
-            hint = _claims(line)
-            if hint:
-                roll.foreign_hints.append(hint)
-            continue
-        rank = fp["rank"]
-        if fp["world_size"] != world or not 0 <= rank < world:
-            roll.other_world.append(fp)
-        elif rank in roll.fps:
-            roll.duplicates.setdefault(rank, [roll.fps[rank]]).append(fp)
-        else:
-            roll.fps[rank] = fp
+    budget = 4 * world + MAX_EXTRA_LINES
+    if raw.count(b"\n") <= 2 * budget + 2:
+        # an ordinary roll: every line read and each stranger's line named on its own
+        for line in raw.split(b"\n"):
+            if line.strip():
+                _read_line(token, line, world, roll)
+        return roll
+    pos = opened = sealed_bytes = 0
+    read_to = len(raw)
+    while True:
+        start = raw.find(_SEALED, pos)
+        if start < 0:
+            break
+        if opened >= budget:
+            read_to = start
+            roll.foreign.append(f"more than {budget} sealed-looking lines: the rest of the roll "
+                                f"({len(raw) - start} bytes) was not read (a flood on the rendezvous port)")
+            break
+        end = raw.find(b"\n", start)
+        end = len(raw) if end < 0 else end
+        sealed_bytes += end - start
+        opened += 1
+        _read_line(token, raw[start:end], world, roll)
+        pos = end + 1
+    # what is neither a sealed-looking line nor a line break: a stranger's text
+    other = read_to - sealed_bytes - raw.count(b"\n", 0, read_to)
+    if other > 0:
+        lines = raw.count(b"\n", 0, read_to) - opened
+        roll.foreign.insert(0, f"{other} bytes in about {lines} lines that are not distdoctor values")
     return roll
+
+
+_SEALED = b'{"v":'
+
+
+def _read_line(token: str, line: bytes, world: int, roll: Roll) -> None:
+    if len(line) > MAX_LINE:
+        roll.foreign.append(f"a {len(line)}-byte line that is not a fingerprint")
+        return
+    try:
+        fp = unseal(token, ROLL, line)
+        if not isinstance(fp, dict) or not isinstance(fp.get("rank"), int) \
+                or not isinstance(fp.get("world_size"), int) or not isinstance(fp.get("host"), str):
+            raise Unsealed("a sealed value without rank, world_size and host")
+    except Unsealed as exc:
+        roll.foreign.append(str(exc))
+        hint = _claims(line)
+        if hint:
+            roll.foreign_hints.append(hint)
+        return
+    rank = fp["rank"]
+    if fp["world_size"] != world or not 0 <= rank < world:
+        roll.other_world.append(fp)
+    elif rank in roll.fps:
+        roll.duplicates.setdefault(rank, [roll.fps[rank]]).append(fp)
+    else:
+        roll.fps[rank] = fp
 
 
 def _claims(line: bytes) -> dict[str, Any]:

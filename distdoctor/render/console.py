@@ -108,6 +108,46 @@ class Page:
         lines = layout.wrap(text, self.width - indent) if wrap else text.split("\n")
         self.file.write("".join(" " * indent + piece + "\n" for piece in lines))
 
+    def hanging(self, spans: Sequence[Span | str], indent: int, hang: int, tail: str = "") -> None:
+        """One logical line wrapped with its continuation lines `hang` further in than the first
+        (a heading's wrapped words stay under its text, not at the margin), and `tail` (a check
+        id) never alone on the last line: the word before it comes along."""
+        parts = layout.expand_tabs([(p, "") if isinstance(p, str) else (p[0], p[1]) for p in spans])
+        text = "".join(t for t, _style in parts)
+        first, rest = self.width - indent, self.width - indent - hang
+        if "\n" in text or not layout.plain_ok(text) or rest < 20 or len(text) <= first:
+            self.line(spans, indent)
+            return
+        breaks = layout.breaks(text, first)[:1]
+        if breaks:
+            breaks += [breaks[0] + b for b in layout.breaks(text[breaks[0]:], rest)]
+        if tail and len(breaks) >= 1 and text[breaks[-1]:].strip() == tail.strip():
+            # The id alone on the last line reads as an item of its own: take the word before it.
+            previous = breaks[-2] if len(breaks) > 1 else 0
+            end = breaks[-1]
+            while end > previous and text[end - 1] == " ":
+                end -= 1
+            start = text.rfind(" ", previous, end) + 1
+            if start > previous and len(text) - start <= rest:
+                breaks[-1] = start
+        out: list[Span] = []
+        cuts = set(breaks)
+        position = 0
+        for piece, style in parts:
+            chunk = ""
+            for char in piece:
+                if position in cuts:
+                    # The spaces before a break end the line; none is left at its end.
+                    chunk = chunk.rstrip(" ")
+                    if not chunk:
+                        out = [(t.rstrip(" ") if i == len(out) - 1 else t, st) for i, (t, st) in enumerate(out)]
+                    chunk += "\n" + " " * hang + char
+                else:
+                    chunk += char
+                position += 1
+            out.append((chunk, style))
+        self.line(out, indent, wrap=False)
+
     def table(self, columns: list, rows: list, indent: int = 0) -> None:
         drawn = None if self.use_rich else layout.table([str(c) for c in columns], [[str(c) for c in r] for r in rows],
                                                         self.width - indent)
@@ -156,6 +196,18 @@ class Page:
             table.add_row(*(Text(layout.sanitize(str(cell))) for cell in row))
         console = self._rich()
         console.print(Padding(table, (0, 0, 0, indent), expand=False) if indent else table)
+
+
+def _comment_lines(line: str, width: int) -> list[str]:
+    """A `# comment` line longer than width as several comment lines broken at spaces (never
+    mid-word); anything else, a command above all, as it is."""
+    body = line.lstrip()
+    if not body.startswith("#") or len(line) <= width or width < 30 or not layout.plain_ok(line):
+        return [line]
+    lead = line[:len(line) - len(body)]
+    text = body.lstrip("#").strip()
+    pieces = layout.wrap(text, width - len(lead) - 2)
+    return [f"{lead}# {piece.rstrip()}" for piece in pieces if piece.strip()] or [line]
 
 
 def _split_lines(parts: list[Span]) -> list[list[Span]]:
@@ -255,16 +307,17 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
         page.line([(area, "bold underline")])
         group = list(grouped)
         folded = [] if verbose else _fold_skips(group)
-        for reason, skipped in folded:
-            page.line([page.glyph(Status.SKIP), (f" {plural(len(skipped), 'check')} skipped: {reason}", "dim"),
-                       (f"  [{', '.join(r.id for r in skipped)}]", "dim")], indent=2)
         hidden = {r.id for _reason, skipped in folded for r in skipped}
         for run in group:
             if run.id in hidden:
                 continue
-            page.line([page.glyph(run.status), " ", (run.title, "bold" if run.status.severity >= Status.WARN.severity else ""),
-                       (f"  [{run.id}]", "dim")], indent=2)
+            page.hanging([page.glyph(run.status), " ", (run.title, "bold" if run.status.severity >= Status.WARN.severity else ""),
+                          (f"  [{run.id}]", "dim")], indent=2, hang=2, tail=f"[{run.id}]")
             _finding_lines(page, run, verbose)
+        # After the checks that ran: "skipped: an earlier step failed" reads after that step.
+        for reason, skipped in folded:
+            page.line([page.glyph(Status.SKIP), (f" {plural(len(skipped), 'check')} skipped: {reason}", "dim"),
+                       (f"  [{', '.join(r.id for r in skipped)}]", "dim")], indent=2)
 
     fixes = fix_items(report)
     if fixes:
@@ -273,7 +326,8 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
         printed: dict[str, int] = {}  # command line -> the item that printed it first
         for number, same in enumerate(fixes, 1):
             run, finding = same[0]
-            page.line([f"{number}. ", page.glyph(finding.status), (f" {finding.summary}", "bold"), (f"  [{run.id}]", "dim")])
+            page.hanging([f"{number}. ", page.glyph(finding.status), (f" {finding.summary}", "bold"),
+                          (f"  [{run.id}]", "dim")], indent=0, hang=3, tail=f"[{run.id}]")
             if len(same) > 1:
                 subjects = fold([f.subject for _r, f in same if f.subject])
                 ids = ", ".join(dict.fromkeys(r.id for r, _f in same))
@@ -289,9 +343,11 @@ def render(report: Report, page: Page, verbose: bool = False) -> None:
                     if command and not command.startswith("#") and printed.setdefault(command, number) != number:
                         # Two causes, one command to confirm them: run it once.
                         fix_line = f"# as in {printed[command]}. above: {command}"
-                    # Never wrapped by us: a fix broken over two lines pastes as two commands
-                    # (the tail of a comment would run). The terminal may wrap it visually.
-                    page.line([("   $ ", "dim"), (fix_line, "cyan")], wrap=False)
+                    # A command is never wrapped by us: broken over two lines it pastes as two
+                    # commands (the terminal may wrap it visually). A long comment is wrapped at
+                    # words into comment lines, each still a comment when pasted.
+                    for piece in _comment_lines(fix_line, page.width - 5):
+                        page.line([("   $ ", "dim"), (piece, "cyan")], wrap=False)
 
     counts = report.counts()
     parts = [f"{counts[s.value]} {s.value}" for s in Status if counts[s.value] or s in (Status.OK, Status.WARN, Status.FAIL)]

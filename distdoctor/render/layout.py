@@ -60,7 +60,7 @@ def plain_ok(text: str) -> bool:
     return all(_single_cell(c) for c in text if c not in "\n\t")
 
 
-def _breaks(line: str, width: int) -> list[int]:
+def breaks(line: str, width: int) -> list[int]:
     """Offsets at which to break one line (no newline in it) to fit width; a word longer
     than width is folded over as many lines as it needs."""
     breaks: list[int] = []
@@ -90,7 +90,7 @@ def wrap(text: str, width: int) -> list[str]:
     out: list[str] = []
     for line in text.split("\n"):
         line = line.expandtabs(TAB_SIZE)  # callers expand tabs first (expand_tabs); this is for others
-        offsets = [0, *_breaks(line, width), len(line)]
+        offsets = [0, *breaks(line, width), len(line)]
         for begin, end in zip(offsets, offsets[1:]):
             out.append(line[begin:end][:width])  # only trailing whitespace can be past the edge
     return out

@@ -9,9 +9,25 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _status_series(name: str, labels: str, current: str) -> list[str]:
+    """One series per status, 1 for `current` and 0 for the others: the one style every status
+    metric here follows (an alert is `name{status="fail"} == 1`, and a status that went away reads
+    0 instead of vanishing)."""
+    return [f'{name}{{{labels},status="{status.value}"}} {1 if status.value == current else 0}' for status in Status]
+
+
 def render(report: Report) -> str:
+    from distdoctor.render.json import SCHEMA_VERSION
+
     host = _label(report.host)
     lines = [
+        "# HELP distdoctor_build_info The distdoctor version and report schema that wrote these series (always 1).",
+        "# TYPE distdoctor_build_info gauge",
+        f'distdoctor_build_info{{host="{host}",version="{_label(report.tool_version)}",'
+        f'schema_version="{_label(SCHEMA_VERSION)}"}} 1',
+        "# HELP distdoctor_status 1 for the status the whole run ended with (its worst check), 0 for the others.",
+        "# TYPE distdoctor_status gauge",
+        *_status_series("distdoctor_status", f'host="{host}",command="{_label(report.command)}"', report.status.value),
         "# HELP distdoctor_check_status 1 for the status each distdoctor check ended with, 0 for the others.",
         "# TYPE distdoctor_check_status gauge",
     ]
@@ -81,11 +97,11 @@ def render_cluster(view) -> str:
              "# TYPE distdoctor_node_up gauge"]
     for node, info in view.per_node.items():
         lines.append(f'distdoctor_node_up{{node="{_label(node)}"}} {0 if info["status"] == "missing" else 1}')
-    lines += ["# HELP distdoctor_node_status 1 for the status the node's own report ended with.",
+    lines += ["# HELP distdoctor_node_status 1 for the status the node's own report ended with, 0 for the others.",
               "# TYPE distdoctor_node_status gauge"]
     for node, info in view.per_node.items():
         if info["status"] != "missing":
-            lines.append(f'distdoctor_node_status{{node="{_label(node)}",status="{_label(info["status"])}"}} 1')
+            lines += _status_series("distdoctor_node_status", f'node="{_label(node)}"', str(info["status"]))
     lines += ["# HELP distdoctor_node_outlier 1 for each fact in which the node differs from the rest.",
               "# TYPE distdoctor_node_outlier gauge"]
     for node, info in view.per_node.items():

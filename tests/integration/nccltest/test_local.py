@@ -119,3 +119,22 @@ def test_forcing_nccl_without_a_gpu_is_a_finding_not_a_crash():
     assert init["status"] == "fail"
     assert "--backend nccl, but ranks 0-1 have no usable CUDA GPU with NCCL" in init["findings"][0]["summary"]
     assert "internal error" not in proc.stderr
+
+
+def test_local_honours_master_port_and_a_port_option():
+    """A site that opens one port for the rendezvous sets MASTER_PORT (or passes --port): --local
+    serves there instead of a random port."""
+    require_torch()
+    from tests.harness.ranks import free_port
+
+    for how in ("env", "flag"):
+        port = free_port()
+        env = clean_env(MASTER_PORT=str(port)) if how == "env" else clean_env()
+        args = ["--port", str(port)] if how == "flag" else []
+        proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--local", "2", "--timeout", "40", *args, "--json"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        doc = report(proc.stdout)
+        assert proc.returncode == 0, proc.stderr
+        rendezvous = doc["nccl_test"]["rendezvous"]
+        assert rendezvous["master_port"] == port, rendezvous
+        assert rendezvous["port_why"] == ("--port" if how == "flag" else "MASTER_PORT from the environment")

@@ -182,6 +182,8 @@ def test_wrong_master_addr(hosts):
                for f in launch["findings"])
     assert f"MASTER_ADDR={SUBNET}.1" in " ".join(f["fix"] for f in launch["findings"])
     assert checks(doc)["nccl-test.rendezvous"]["findings"][0]["evidence"]["missing_ranks"] == [1]
+    # One problem, one fix: the missing rank is its consequence, named without a second fix.
+    assert not checks(doc)["nccl-test.rendezvous"]["findings"][0]["fix"]
     assert f"cannot reach the rendezvous at {wrong}:{PORT}" in err1
 
 

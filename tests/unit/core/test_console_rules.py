@@ -58,6 +58,33 @@ def test_thirty_identical_fixes_are_one_item_with_the_subjects_folded():
     assert "2. " in fixes and "3. " not in fixes
 
 
+def test_skipped_after_a_failure_reads_after_the_step_that_failed():
+    skipped = [CheckRun(f"nccl-test.{n}", f"title of {n}", (), Status.SKIP,
+                        (Finding(Status.SKIP, "not run: an earlier step failed"),), 0.0) for n in ("a", "b")]
+    failed = CheckRun("nccl-test.rendezvous", "Rendezvous", (), Status.FAIL, (Finding(Status.FAIL, "rank 1 never arrived"),),
+                      0.0)
+    text = to_text(_report([*skipped, failed]), 100, False)
+    assert text.index("Rendezvous") < text.index("2 checks skipped: not run: an earlier step failed")
+
+
+def test_at_80_columns_ids_stay_with_their_title_headings_hang_and_comments_wrap_at_words():
+    comment = "# " + " ".join(["let the cluster network in on the rank zero node"] * 3)
+    run = CheckRun("net.gloo-socket-interface", "Gloo will bind to an address the other nodes can reach", (),
+                   Status.WARN, (Finding(Status.WARN, "hostname 'vm' resolves to 127.0.0.1 and gloo would advertise "
+                                         "it to every other rank of the job", fix=comment + "\nexport X=1"),), 0.0)
+    for use_rich in (False, True):
+        lines = to_text(_report([run]), 80, False, use_rich=use_rich).splitlines()
+        assert all(len(line) <= 80 for line in lines), lines
+        # The id never on a line of its own, and a wrapped heading never back at column 0.
+        assert not any(line.strip().startswith("[net.gloo-socket-interface]") for line in lines), lines
+        heading = lines.index(next(line for line in lines if line.startswith("1. ")))
+        assert lines[heading + 1].startswith("   ") and "[net.gloo-socket-interface]" in lines[heading + 1], lines
+        fix = [line for line in lines if line.startswith("   $ ")]
+        assert all(line.startswith("   $ # ") for line in fix[:-1]) and fix[-1] == "   $ export X=1", fix
+        words = " ".join(line[len("   $ # "):] for line in fix[:-1]).split()
+        assert words == comment[2:].split()  # wrapped at spaces: no word cut in two
+
+
 def test_fixes_are_listed_worst_first_whatever_the_area():
     runs = [_run("gpu.a", [Finding(Status.WARN, "warn in gpu", fix="nvidia-smi")]),
             _run("host.b", [Finding(Status.WARN, "warn in host", fix="ulimit -l")]),

@@ -388,3 +388,29 @@ def test_fabric_manager_log_errors_judged_by_the_sxid_catalogue():
     workstation = node(q("q_535_8xRTX4090_idle_gen1_healthy.txt"),
                        commands={("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"): nothing})
     assert statuses(run_check(gpufabric.fabric, workstation)) == [Status.SKIP]
+
+
+def test_imex_needed_only_in_a_multi_node_nvlink_domain():
+    # The H100 capture's Fabric section with a ClusterUUID and CliqueId added after its Status line,
+    # as drivers from R550 print them on GB200 NVL72 nodes (constructed: no such capture was found).
+    state = "        Status                            : Success\n"
+    text = q(H100).replace(state, state + "        CliqueId                          : 32766\n"
+                           "        ClusterUUID                       : 5f8e2c1a-0b7d-4c3e-9a61-2d4f8b7e9c10\n")
+    assert parse_gpus(text)[0].fabric_cluster_uuid == "5f8e2c1a-0b7d-4c3e-9a61-2d4f8b7e9c10"
+    from distdoctor.host import CommandResult
+    fm = {("systemctl", "is-active", "nvidia-fabricmanager"): "active\n"}
+    down = {**fm, ("systemctl", "is-active", "nvidia-imex"): CommandResult(("systemctl",), 3, "inactive\n")}
+    findings = run_check(gpufabric.fabric, node(text, commands=down))
+    assert [(f.status, f.subject, f.action) for f in findings] == [(Status.FAIL, "nvidia-imex", "fix-config")]
+    up = {**fm, ("systemctl", "is-active", "nvidia-imex"): "active\n"}
+    assert statuses(run_check(gpufabric.fabric, node(text, commands=up))) == [Status.OK]
+    # a single-node HGX reports no domain (or zeros): IMEX is not asked about
+    host = node(q(H100), commands=down)
+    assert statuses(run_check(gpufabric.fabric, host)) == [Status.OK]
+    assert ("systemctl", "is-active", "nvidia-imex") not in host.calls
+
+
+def parse_gpus(text):
+    from distdoctor.parsers.nvidia_smi_query import parse_query
+
+    return parse_query(text).gpus

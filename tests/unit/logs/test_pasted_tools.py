@@ -105,3 +105,26 @@ def test_collect_env_states_the_gpus_it_shows(name, gpus):
     from distdoctor.inventory import field_for
     evidence = run.findings[0].evidence
     assert evidence["torch.version"] and all(field_for(k) is not None for k in evidence), evidence
+
+
+@pytest.mark.parametrize("name, status, shown", [
+    ("scontrol_show_node_drained.txt", Status.WARN, "node1 is IDLE+DRAIN (distdoctor: host.shm-size"),
+    ("scontrol_show_node_idle_oneliner.txt", Status.OK, "node1 is IDLE"),
+])
+def test_scontrol_show_node_is_stated_and_a_drained_node_warned(name, status, shown):
+    run = _one(data_path("slurm", name))[0]
+    assert run.status == status and shown in run.findings[0].summary
+
+
+def test_ldconfig_cache_states_the_libraries_a_job_turns_on():
+    run = _one(data_path("ldconfig_p_debian12.txt"))[0]
+    summary = run.findings[0].summary
+    assert run.status == Status.OK and summary.startswith("pasted `ldconfig -p`: 594 entries")
+    assert "libcudart: /usr/local/cuda-13.0/lib/libcudart.so" in summary and "libibverbs" in summary
+
+
+def test_ibstatus_is_stated_port_by_port():
+    run = _one(data_path("logs", "pasted", "ibstatus_a100_9ports_all_active_gpud.md"))[0]
+    summary = run.findings[0].summary
+    assert run.status == Status.OK and summary.startswith("pasted `ibstatus`: 9 port(s): mlx5_0/1 ACTIVE 200 Gb/sec")
+    assert [p["hca"] for p in run.findings[0].evidence["ports"]][-1] == "mlx5_8"

@@ -184,3 +184,11 @@ def test_a_pair_the_budget_left_untimed_is_not_shown_as_measured():
     assert rows["0 h0"] == ["-", "ok", "?"]
     rows = {row[0]: row[1:] for row in hostmesh.host_table(hmap, results)["rows"]}
     assert rows["2 h2"] == ["stalled", "ok", "-"]
+
+
+def test_a_host_arriving_from_another_address_than_it_advertises_is_behind_nat():
+    hmap = hostmesh.group([fp(0, "a", "10.0.0.1"), fp(1, "b", "172.17.0.2"), fp(2, "c", "10.0.0.3")])
+    [found] = hostmesh.nat_findings(hmap, {1: "10.0.0.2", 2: "10.0.0.3"})
+    assert found.subject == "b" and "advertises 172.17.0.2 but its connections arrive from 10.0.0.2" in found.summary
+    assert "--network=host" in found.fix
+    assert hostmesh.nat_findings(hmap, {1: "172.17.0.2", 2: "junk"}) == []

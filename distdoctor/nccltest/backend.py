@@ -65,7 +65,7 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     else:
         fix = "ip -br addr   # then export GLOO_SOCKET_IFNAME= the interface on the cluster network"
     # For good, on each node whose name is the loopback: the /etc/hosts line that makes it so.
-    lines: dict[str, tuple[dict, str]] = {}
+    lines: dict[str, tuple[Mapping[str, Any], str]] = {}
     # A name two nodes share (cloned images) names neither: no command can reach the right one.
     shared = {h for h in {f.get("host") for f in fps}
               if len({g.get("address") for g in fps if g.get("host") == h}) > 1}

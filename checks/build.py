@@ -7,8 +7,11 @@ combinations that fail or run slowly."""
 from __future__ import annotations
 
 import os
+import shlex
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
+
+_q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 OPEN_MPI = "Open MPI"
 
@@ -47,7 +50,7 @@ def mpi_implementation(ctx: Context):
     for launcher in present:
         if launcher.error:
             yield warn(f"cannot tell which MPI `{launcher.name}` is: {launcher.error}", subject=launcher.name,
-                       evidence=evidence, fix=f"{launcher.path} --version   # run it by hand and look")
+                       evidence=evidence, fix=f"{_q(launcher.path)} --version   # run it by hand and look")
     known = [launcher for launcher in present if launcher.mpi]
     kinds = {(launcher.mpi.implementation, launcher.mpi.version) for launcher in known}
     if len(kinds) > 1:
@@ -90,7 +93,7 @@ def mpi_cuda_aware(ctx: Context):
     if not build.path:
         if is_ompi:
             yield warn(f"mpirun is {_label(mpirun)} but ompi_info is not on PATH: CUDA support unknown",
-                       subject="ompi_info", fix=f"PATH={os.path.dirname(mpirun.resolved)}:$PATH ompi_info --parsable "
+                       subject="ompi_info", fix=f"PATH={_q(os.path.dirname(mpirun.resolved))}:$PATH ompi_info --parsable "
                                                 f"--all | grep built_with_cuda_support")
         elif mpirun and mpirun.mpi:
             yield skip(f"mpirun is {_label(mpirun)}: its tools do not record CUDA support",
@@ -103,7 +106,7 @@ def mpi_cuda_aware(ctx: Context):
     evidence = {"ompi_info": build.path, "seconds": round(build.seconds, 3), "gpus": gpus}
     if build.error:
         yield warn(f"cannot read Open MPI's build flags: {build.error}", subject="ompi_info", evidence=evidence,
-                   fix=f"{build.path} --parsable --all | grep built_with_cuda_support")
+                   fix=f"{_q(build.path)} --parsable --all | grep built_with_cuda_support")
         return
     info = build.info
     label = f"Open MPI {info.version}" if info.version else "Open MPI"
@@ -113,14 +116,15 @@ def mpi_cuda_aware(ctx: Context):
             and mpirun.mpi.version != info.version:
         yield warn(f"ompi_info is {label} but mpirun is {_label(mpirun)}: two Open MPI installs are mixed on PATH",
                    subject="ompi_info", evidence=evidence,
-                   fix=f"ls {os.path.dirname(mpirun.resolved)}/ompi_info   # use the ompi_info of mpirun's prefix: "
+                   fix=f"ls {_q(os.path.join(os.path.dirname(mpirun.resolved), 'ompi_info'))}"
+                       "   # use the ompi_info of mpirun's prefix: "
                        "put that directory first on PATH (or module purge && module load one openmpi)")
     cuda = info.cuda_support
     fix = ("module avail openmpi   # load a CUDA-aware build; or rebuild Open MPI with "
            "./configure --with-cuda=/usr/local/cuda --with-ucx=UCX_BUILT_WITH_CUDA")
     if cuda is None:
         yield warn(f"{label}: ompi_info did not print built_with_cuda_support, CUDA support unknown",
-                   subject=label, evidence=evidence, fix=f"{build.path} --parsable --all | grep built_with_cuda")
+                   subject=label, evidence=evidence, fix=f"{_q(build.path)} --parsable --all | grep built_with_cuda")
     elif cuda:
         yield ok(f"{label} is built with CUDA support", subject=label, evidence=evidence)
     elif gpus:
@@ -208,7 +212,7 @@ def nccl_libraries(ctx: Context):
             pkg = tdist.nccl_requirement[0] if tdist.nccl_requirement else "nvidia-nccl-cu12"
             pin = f"=={tdist.nccl_requirement[1]}" if tdist.nccl_requirement and tdist.nccl_requirement[1] else ""
             yield fail(f"torch {tdist.version} is built with NCCL but no NCCL library is installed", subject="nccl",
-                       evidence=evidence, fix=f"pip install {pkg}{pin}")
+                       evidence=evidence, fix=f"pip install {_q(pkg + pin)}")
         else:
             yield ok("no NCCL library on this node (nothing here needs one)", subject="nccl", evidence=evidence)
         return
@@ -217,8 +221,8 @@ def nccl_libraries(ctx: Context):
     for lib in broken:
         yield warn(f"{lib.path} ({', '.join(lib.sources)}) is unusable: {lib.error}", subject=lib.path,
                    evidence=evidence,
-                   fix=(f"pip install --force-reinstall --no-deps {lib.package}=={lib.package_version}" if lib.package
-                        else f"ls -l {lib.realpath}   # repair or remove it, or take its directory out of LD_LIBRARY_PATH"))
+                   fix=(f"pip install --force-reinstall --no-deps {_q(f'{lib.package}=={lib.package_version}')}" if lib.package
+                        else f"ls -l {_q(lib.realpath)}   # repair or remove it, or take its directory out of LD_LIBRARY_PATH"))
 
     # pip packages: duplicates, files overwritten by another package, pins torch asks for
     cuda = _torch_cuda(ctx)
@@ -236,10 +240,10 @@ def nccl_libraries(ctx: Context):
                    explanation="They install the same file, nvidia/nccl/lib/libnccl.so.2: the last one installed "
                                "wins, and pip's record of the other no longer matches what is on disk."
                                + (f" torch needs {keep}." if keep else ""),
-                   fix=f"pip uninstall -y {' '.join(stray)} && pip install --force-reinstall --no-deps "
-                       f"{keep or names[0]}" + (f"=={tdist.nccl_requirement[1]}" if tdist.nccl_requirement
-                                                and tdist.nccl_requirement[1] and keep == tdist.nccl_requirement[0]
-                                                else ""))
+                   fix=f"pip uninstall -y {' '.join(map(shlex.quote, stray))} && pip install --force-reinstall --no-deps "
+                       + _q(f"{keep or names[0]}" + (f"=={tdist.nccl_requirement[1]}" if tdist.nccl_requirement
+                                                             and tdist.nccl_requirement[1]
+                                                             and keep == tdist.nccl_requirement[0] else "")))
     stale = set()
     for lib in libs.libraries:
         for name, version in lib.packages:
@@ -248,26 +252,26 @@ def nccl_libraries(ctx: Context):
                 yield warn(f"{name} {version} is installed but its {os.path.basename(lib.path)} is NCCL {lib.version}",
                            subject=lib.path, evidence=evidence,
                            explanation="Another package (or a manual copy) overwrote the file pip installed.",
-                           fix=f"pip install --force-reinstall --no-deps {name}=={version}")
+                           fix=f"pip install --force-reinstall --no-deps {_q(f'{name}=={version}')}")
     if tdist.nccl_requirement and tdist.nccl_requirement[1]:
         want_pkg, want = tdist.nccl_requirement
         have = dict((n.lower(), v) for n, v in libs.packages).get(want_pkg)
         if have is None:
             yield fail(f"torch {tdist.version} requires {want_pkg}=={want}, which is not installed", subject="pip",
-                       evidence=evidence, fix=f"pip install {want_pkg}=={want}")
+                       evidence=evidence, fix=f"pip install {_q(f'{want_pkg}=={want}')}")
         elif want_pkg not in stale and _parse_version(have)[:3] != _parse_version(want)[:3]:
             yield warn(f"torch {tdist.version} was built against {want_pkg}=={want} but {have} is installed",
                        subject="pip", evidence=evidence,
                        explanation="A later `pip install -U` or another package replaced the NCCL torch was "
                                    "tested with; newer NCCL usually works, older fails with undefined symbols.",
-                       fix=f"pip install {want_pkg}=={want}")
+                       fix=f"pip install {_q(f'{want_pkg}=={want}')}")
     if cuda:
         major = cuda.split(".")[0]
         for name, version in libs.packages:
             suffix = name.lower().rsplit("cu", 1)[-1]
             if suffix.isdigit() and suffix != major:
                 yield warn(f"{name} {version} is for CUDA {suffix}, but torch uses CUDA {cuda}", subject="pip",
-                           evidence=evidence, fix=f"pip uninstall -y {name}   # torch brings the NCCL for CUDA {major}")
+                           evidence=evidence, fix=f"pip uninstall -y {_q(name)}   # torch brings the NCCL for CUDA {major}")
 
     # what a training process actually loads
     pip_lib = next((lib for lib in libs.libraries if lib.package and lib.version), None)
@@ -286,7 +290,7 @@ def nccl_libraries(ctx: Context):
                                + ("Being older than what torch needs, it fails with undefined symbols or "
                                   "'NCCL version mismatch'." if older
                                   else "A different NCCL changes algorithms, protocols and defaults."),
-                   fix=f"export LD_LIBRARY_PATH={_without_dir(ctx.env.get('LD_LIBRARY_PATH', ''), directory)}")
+                   fix=f"export LD_LIBRARY_PATH={_q(_without_dir(ctx.env.get('LD_LIBRARY_PATH', ''), directory))}")
     versions = sorted({lib.version for lib in libs.libraries if lib.version}, key=_parse_version)
     if len(versions) > 1:
         where = "; ".join(f"{lib.version} at {lib.path} ({', '.join(lib.sources)})" for lib in libs.libraries
@@ -349,7 +353,7 @@ def torch_distributed(ctx: Context):
         if _parse_version(tdist.nccl_runtime)[:3] != _parse_version(tdist.nccl_requirement[1])[:3]:
             yield warn(f"torch runs NCCL {tdist.nccl_runtime} but was built against "
                        f"{tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}", subject="nccl",
-                       evidence=evidence, fix=f"pip install {tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}   "
+                       evidence=evidence, fix=f"pip install {_q(f'{tdist.nccl_requirement[0]}=={tdist.nccl_requirement[1]}')}   "
                                               "# or take the stray libnccl out of LD_LIBRARY_PATH (build.nccl-libraries)")
     if tdist.error:
         yield warn(f"torch probe failed, fell back to build flags: {tdist.error}", subject="torch.distributed",

@@ -8,6 +8,8 @@ Every finding that names something to do carries an action (distdoctor/hardware/
 
 from __future__ import annotations
 
+import shlex
+
 import time
 from collections import defaultdict
 
@@ -22,6 +24,8 @@ from distdoctor.parsers.kernel_log import short_pci
 from distdoctor.parsers.nvidia_smi_query import parse_query_text, parse_query_xml
 from distdoctor.parsers.nvlink import COUNTER_MAX
 from distdoctor.text import plural
+
+_q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 
 def _health(ctx: Context):
@@ -296,7 +300,7 @@ def pcie_link(ctx: Context):
                        action="replace-hardware", evidence=evidence,
                        explanation="The link trained narrower than the GPU supports: a badly seated card or riser, a "
                                    "damaged slot, or a slot wired narrower than the GPU (then expected).",
-                       fix=f"lspci -vv -s {g.bus_id[-12:].lower() if g.bus_id else 'BUS:ID'} | grep -E 'LnkCap|LnkSta'")
+                       fix=f"lspci -vv -s {_q(g.bus_id[-12:].lower()) if g.bus_id else 'BUS:ID'} | grep -E 'LnkCap|LnkSta'")
         is_busy = (g.utilization or 0) >= busy
         if g.pcie_gen_current and g.pcie_gen_max and g.pcie_gen_current < g.pcie_gen_max and is_busy:
             found = True
@@ -321,13 +325,13 @@ def pcie_link(ctx: Context):
                            "non-fatal AER error(s)", subject=device, action="reboot", evidence=evidence,
                            explanation="An uncorrectable PCIe error: the device or its link failed (a GPU behind it "
                                        "often falls off the bus next). Recovery needs a reboot; recurrence, hardware.",
-                           fix=f"lspci -vvv -s {device} | grep -A4 -i 'UESta'   # then drain and reboot the node")
+                           fix=f"lspci -vvv -s {_q(str(device))} | grep -A4 -i 'UESta'   # then drain and reboot the node")
             elif counts.get("corrected", 0) > limit:
                 found = True
                 yield warn(f"PCIe device {device}: {counts['corrected']} corrected AER errors", subject=device,
                            action="replace-hardware", evidence=evidence,
                            explanation="Corrected errors are retried transfers: many of them mean a marginal link.",
-                           fix=f"lspci -vvv -s {device} | grep -A4 -i 'CESta'")
+                           fix=f"lspci -vvv -s {_q(str(device))} | grep -A4 -i 'CESta'")
     if not found and health is None:
         # No GPU to judge; the AER part ran if the kernel log could be read.
         yield none if log.log is None else ok("no AER errors to act on in the kernel log (GPUs not judged: "

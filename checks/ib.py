@@ -4,6 +4,8 @@ thresholds and their sources are distdoctor/hardware/thresholds.toml)."""
 
 from __future__ import annotations
 
+import shlex
+
 import time
 from collections import defaultdict
 
@@ -11,6 +13,8 @@ from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.hardware import read_ib_counters
 from distdoctor.hardware.thresholds import load as thresholds
 from distdoctor.text import plural
+
+_q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 CHECK_TIMEOUT = 15.0
 
@@ -78,7 +82,8 @@ def port_counters(ctx: Context):
                                  "traffic over it retries or stalls." if rising else
                                  "The port has counted link errors since boot; they have stopped for now. Check the "
                                  "cable and the switch port before it flaps again."),
-                    fix=f"perfquery -x -C {p.hca} -P {p.port}   # and on the switch side: ibdiagnet; reseat or replace the cable")
+                    fix=f"perfquery -x -C {_q(str(p.hca))} -P {_q(str(p.port))}"
+                        "   # and on the switch side: ibdiagnet; reseat or replace the cable")
     if not found:
         yield ok(f"{plural(len(table.ports), 'port')}: error counters within thresholds")
 
@@ -111,7 +116,7 @@ def port_state(ctx: Context):
                        action="replace-hardware", evidence=evidence,
                        explanation="The port is looking for a link partner: an unplugged or broken cable, transceiver "
                                    "or switch port. Harmless only for a port that is not meant to be cabled.",
-                       fix=f"ibstat {p.hca} {p.port}   # check the cable and the switch port")
+                       fix=f"ibstat {_q(str(p.hca))} {_q(str(p.port))}   # check the cable and the switch port")
     if not found:
         yield ok(f"{plural(len(ib.ports), 'port')}: none stuck below ACTIVE with the link up")
 
@@ -157,7 +162,7 @@ def link_flaps(ctx: Context):
                        evidence={"device": device, "down_after_up": flaps, "lost_carrier": lost, "source": log.source},
                        explanation="A flapping link drops NCCL connections and stalls collectives each time it goes "
                                    "down: the cable, transceiver or switch port needs replacing.",
-                       fix=f"journalctl -k | grep -E '{device.split('/')[0]}'   # then reseat or replace the cable")
+                       fix=f"journalctl -k | grep -F {_q(device.split('/')[0])}   # then reseat or replace the cable")
     if not found:
         yield ok(f"no RDMA link flapping in the kernel log ({log.source})")
 

@@ -8,6 +8,7 @@ by what the kernel says it is, and print the one setting that fixes it.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -17,6 +18,8 @@ from distdoctor.parsers.etc_hosts import HostsLine, loopback_lines
 from distdoctor.facts.net import InterfaceTable, Peer
 from distdoctor.netif import PHYSICAL_KINDS, Interface
 from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word)
+
+_q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 # ---------------------------------------------------------------------------------------------
 # Judging an interface
@@ -487,7 +490,7 @@ def mpi_tcp_interface(ctx: Context):
         if inc is None and exc is None:
             continue
         found = True
-        fix = f"export OMPI_MCA_{layer}_if_include={best.name}" if best else ""
+        fix = f"export OMPI_MCA_{layer}_if_include={_q(best.name)}" if best else ""
         if inc is not None and exc is not None:
             yield fail(f"both OMPI_MCA_{layer}_if_include and _if_exclude are set", subject=layer,
                        explanation="Open MPI refuses to start with both; keep one.",
@@ -515,7 +518,7 @@ def mpi_tcp_interface(ctx: Context):
                        explanation="Names and CIDRs that match nothing are usually a copy from another node.")
         elif name == "exclude" and not any(x in ("lo", "127.0.0.1/8", "127.0.0.0/8") for x in items):
             yield warn(f"OMPI_MCA_{layer}_if_exclude={value} does not exclude loopback", subject=layer,
-                       evidence=evidence, fix=f"export OMPI_MCA_{layer}_if_exclude={value},lo",
+                       evidence=evidence, fix=f"export OMPI_MCA_{layer}_if_exclude={_q(value + ',lo')}",
                        explanation="Setting the exclude list replaces Open MPI's default (127.0.0.1/8,sppp), so "
                                    "loopback becomes a candidate.")
         else:
@@ -613,12 +616,12 @@ def link_speed_mtu(ctx: Context):
                    explanation="NCCL's socket transport is bound by the link; gradients of a large model take "
                                "seconds per step over 1 GbE. Check the cable/switch port (ethtool shows the "
                                "negotiated speed) or use the fast interface.",
-                   fix=f"ethtool {i.name}   # negotiated speed; or pick a faster NCCL_SOCKET_IFNAME")
+                   fix=f"ethtool {_q(i.name)}   # negotiated speed; or pick a faster NCCL_SOCKET_IFNAME")
     # Only the links that leave the node: a host-local bridge's MTU says nothing about the path,
     # and matching a VM's uplink (often 1400 or 1450, set by the cloud) to it would break the VM.
     mtus = {i.name: i.mtu for i in network if i.mtu and i.kind in PHYSICAL_KINDS}
     if len(set(mtus.values())) > 1:
-        names = " ".join(mtus)
+        names = " ".join(map(shlex.quote, mtus))
         yield warn(f"NCCL's interfaces have different MTUs: {', '.join(f'{n}={m}' for n, m in mtus.items())}",
                    subject="mtu", evidence={"mtu": mtus},
                    explanation="Every hop of a path must carry the MTU its ends send; which side is wrong is decided "

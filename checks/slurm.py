@@ -8,8 +8,12 @@ node that do not match GPUs per node, a training script started by sbatch withou
 
 from __future__ import annotations
 
+import shlex
+
 from distdoctor.api import Context, Fix, check, fail, ok, skip, warn
 from distdoctor.text import fold_hosts
+
+_q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 NOT_IN_JOB = "not inside a Slurm job"
 IN_JOB_HINT = "Run it where the program runs: `srun distdoctor check --only slurm` in the job script."
@@ -57,7 +61,7 @@ def installation(ctx: Context):
                    explanation=f"{inst.config_error}. Without slurm.conf (or a configless DNS SRV record for "
                                "slurmctld) no Slurm command works here. Fine on a machine that is not part of a "
                                "cluster; on a login node, this is why sinfo and srun fail.",
-                   fix=(f"ls -l {conf}   # SLURM_CONF is set but unusable\n" if conf else "")
+                   fix=(f"ls -l {_q(conf)}   # SLURM_CONF is set but unusable\n" if conf else "")
                        + "# copy the cluster's slurm.conf from its controller to /etc/slurm/slurm.conf,\n"
                          "# or point SLURM_CONF at the file where it is (a path that exists on this node)")
         return
@@ -339,7 +343,7 @@ def gpus(ctx: Context):
                 f"scontrol update nodename={nodename} state=drain reason=\"GPU missing\""))
     elif allocated and seen is None:
         found.append(warn(f"cannot verify the {allocated} allocated GPU(s): {node.error}", subject=nodename,
-                          evidence=evidence, fix=f"srun -w {nodename} -N1 -n1 nvidia-smi -L   # the node's GPUs"))
+                          evidence=evidence, fix=f"srun -w {_q(nodename)} -N1 -n1 nvidia-smi -L   # the node's GPUs"))
     in_torchrun = ctx.run_context.kind == "torchrun"
     if allocated and here is not None and not in_torchrun:
         if here > allocated:

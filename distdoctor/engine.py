@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from distdoctor import __version__
 from distdoctor.api import Context, ProbeTimeout
@@ -31,6 +31,7 @@ from distdoctor.model import (
     worst,
 )
 from distdoctor.redact import redact
+from distdoctor.render.json import json_safe
 
 
 class Interrupted(BaseException):
@@ -75,6 +76,10 @@ class _Job:
     error_tb: str = ""
     printed: str = ""
     done: bool = False
+    # What the check yielded and raised, made into plain findings on the check's own thread:
+    # str() of a pack's object (a summary whose __str__ loops) must not run on the main thread.
+    normalized: list | None = None
+    error_text: str = ""
 
 
 def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) -> None:
@@ -93,6 +98,14 @@ def _run_one(job: _Job, stream: _ThreadRoutedStream, wake: threading.Condition) 
         stream.buffers.pop(threading.get_ident(), None)
         job.printed = buf.getvalue()
         job.findings = findings
+        try:
+            job.normalized = [_normalize(job.info, item) for item in findings]
+            if job.error is not None and not isinstance(job.error, ProbeTimeout):
+                job.error_text = _cut(f"{type(job.error).__name__}: {job.error}", MAX_SUMMARY)
+        except BaseException as exc:  # noqa: BLE001 - a finding whose str() raises is the check's bug
+            job.normalized = [Finding(Status.ERROR, _cut(f"check yielded a finding that cannot be shown: "
+                                                         f"{type(exc).__name__}", MAX_SUMMARY), subject=job.info.id)]
+            job.error_text = job.error_text or type(job.error).__name__
         with wake:
             job.done = True
             wake.notify_all()
@@ -121,19 +134,7 @@ def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | Non
                           fix=f"distdoctor check --only {info.id} --timeout {max(job.timeout * 3, 30):g} --debug")
         return CheckRun(info.id, info.title, info.tags, Status.TIMEOUT, (finding,), duration, info.source)
 
-    findings: list[Finding] = []
-    for item in job.findings or []:
-        if isinstance(item, Finding):
-            if item.status in (Status.ERROR, Status.TIMEOUT):
-                item = Finding(Status.WARN, item.summary, item.subject, item.explanation, item.fix, item.evidence,
-                               item.action, remedy=item.remedy)
-            findings.append(Finding(item.status, _cut(str(item.summary), MAX_SUMMARY), _cut(str(item.subject), MAX_SUMMARY),
-                                    str(item.explanation), str(item.fix), _cut_strings(redact(dict(item.evidence))),
-                                    item.action if is_action(item.action) else "", remedy=item.remedy))
-        else:
-            findings.append(Finding(Status.ERROR, f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
-                                    subject=info.id,
-                                    fix="# the check must yield ok(...), warn(...), fail(...) or skip(...) findings"))
+    findings: list[Finding] = list(job.normalized or [])
     if isinstance(job.error, ProbeTimeout):
         finding = job.error.finding
         findings.append(Finding(finding.status, finding.summary, finding.subject or info.id, finding.explanation,
@@ -143,7 +144,7 @@ def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | Non
         evidence = {"exception": type(exc).__name__}
         if debug:
             evidence["traceback"] = job.error_tb
-        findings.append(Finding(Status.ERROR, _cut(f"check raised {type(exc).__name__}: {exc}", MAX_SUMMARY),
+        findings.append(Finding(Status.ERROR, f"check raised {job.error_text or type(exc).__name__}",
                                 subject=info.id,
                                 explanation="This is a bug in the check or an unexpected state of the machine.",
                                 fix=f"distdoctor check --only {info.id} --debug", evidence=evidence))
@@ -156,6 +157,25 @@ def _close(job: _Job, debug: bool, interrupted: str = "", run_bound: float | Non
         findings.append(Finding(Status.OK, "no problems found"))
     status = worst(f.status for f in findings)
     return CheckRun(info.id, info.title, info.tags, status, tuple(findings), duration, info.source)
+
+
+def _normalize(info: CheckInfo, item) -> Finding:
+    """One yielded item as a plain Finding (on the check's thread; see _Job.normalized): ERROR
+    for what is not a Finding or has a status that is not a Status, strings made str."""
+    if not isinstance(item, Finding):
+        return Finding(Status.ERROR, _cut(f"check yielded {type(item).__name__} {item!r:.80}, not a Finding",
+                                          MAX_SUMMARY), subject=info.id,
+                       fix="# the check must yield ok(...), warn(...), fail(...) or skip(...) findings")
+    if not isinstance(item.status, Status):
+        return Finding(Status.ERROR, _cut(f"check yielded a finding whose status is {type(item.status).__name__} "
+                                          f"{item.status!r:.40}, not a Status", MAX_SUMMARY), subject=info.id,
+                       fix="# yield ok(...), warn(...), fail(...) or skip(...), which set the status")
+    status = Status.WARN if item.status in (Status.ERROR, Status.TIMEOUT) else item.status
+    evidence = item.evidence if isinstance(item.evidence, Mapping) else {"evidence": repr(item.evidence)[:200]}
+    return Finding(status, _cut(str(item.summary), MAX_SUMMARY), _cut(str(item.subject), MAX_SUMMARY),
+                   str(item.explanation), str(item.fix), _cut_strings(json_safe(redact(dict(evidence)))),
+                   item.action if isinstance(item.action, str) and is_action(item.action) else "",
+                   remedy=item.remedy)
 
 
 # A summary is one line for a console; evidence strings are what was judged. Both are cut so a

@@ -172,5 +172,23 @@ def kill_all(wait: bool = True) -> None:
             _lock.release()
     for pgid in live:
         _killpg(pgid)
+    _kill_children()
     if tokens:
         _sweep(tokens)
+
+
+def _kill_children() -> None:
+    """Every descendant still attached to this process: a pack's multiprocessing child is a
+    fork without exec, so its /proc/PID/environ shows the environment distdoctor was started
+    with (no token), and multiprocessing's exit handler would wait on it for ever."""
+    import psutil
+
+    try:
+        children = psutil.Process().children(recursive=True)
+    except (psutil.Error, OSError):
+        return
+    for child in children:
+        try:
+            child.kill()
+        except psutil.Error:
+            continue

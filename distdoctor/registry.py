@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
 import time
@@ -35,21 +36,33 @@ PACK_LOAD_TIMEOUT = 10.0  # seconds one pack may take to import (the built-in on
 class Registry:
     checks: dict[str, CheckInfo] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (source, message)
+    incomplete: bool = False  # a pack timed out or failed to load: its checks are unknown
 
     def add_pack(self, source: str, pack: object) -> None:
         checks = getattr(pack, "CHECKS", pack)
-        if isinstance(checks, (str, bytes)) or not isinstance(checks, Iterable):
+        if isinstance(checks, (str, bytes, Mapping, _NoChecks)) or not isinstance(checks, Iterable):
             self.problems.append((source, f"{source} has no CHECKS list"))
             return
+        checks = list(itertools.islice(checks, MAX_CHECKS + 1))
+        if len(checks) > MAX_CHECKS:
+            self.problems.append((source, f"{source}: CHECKS holds more than {MAX_CHECKS} entries (an endless "
+                                          f"iterator?); none of them is run"))
+            return
+        wrong = 0
         for info in checks:
             if not isinstance(info, CheckInfo):
-                self.problems.append((source, f"{source}: CHECKS holds {info!r:.80}, which is not a @check record"))
+                wrong += 1
+                if wrong <= 3:  # the first few named; the count says the rest
+                    self.problems.append((source, f"{source}: CHECKS holds {type(info).__name__}, which is not "
+                                                  f"a @check record"))
                 continue
-            try:
-                limits.seconds(info.timeout, f"check {info.id}: timeout")
-            except limits.RangeError as exc:
-                self.problems.append((source, f"{source}: {exc}; the check is not run"))
+            problem = _record_problem(info)
+            if problem:
+                self.problems.append((source, f"{source}: {problem}; the check is not run"))
                 continue
+            if not isinstance(info.tags, tuple):
+                info = CheckInfo(info.id, info.title, info.func, tuple(info.tags), info.timeout, info.params,
+                                 info.description, info.source)
             info = info.with_source(source)
             earlier = self.checks.get(info.id)
             if earlier is not None:
@@ -58,8 +71,39 @@ class Registry:
                 continue
             self.checks[info.id] = info
 
+        if wrong > 3:
+            self.problems.append((source, f"{source}: {wrong} entries of CHECKS in all are not @check records"))
+
     def sorted(self) -> list[CheckInfo]:
         return sorted(self.checks.values(), key=lambda c: c.id)
+
+
+MAX_CHECKS = 10_000  # in one pack; more is an endless iterator or a generated mistake
+
+
+def _record_problem(info: CheckInfo) -> str:
+    """Why a @check record built by hand (or by a pack that edits one) cannot be run: each field
+    is read by the engine, the selection and every renderer, so one of the wrong type once
+    crashed the whole run with a traceback."""
+    if not isinstance(info.id, str) or not info.id or not info.id.isprintable() or len(info.id) > 200:
+        return f"a check id must be a printable string, not {type(info.id).__name__} {info.id!r:.60}"
+    if not isinstance(info.title, str):
+        return f"check {info.id}: title must be a string, not {type(info.title).__name__}"
+    if not callable(info.func):
+        return f"check {info.id}: its function is {type(info.func).__name__}, not callable"
+    if not isinstance(info.tags, (tuple, list)) or not all(isinstance(t, str) for t in info.tags):
+        return f"check {info.id}: tags must be a tuple of strings, not {type(info.tags).__name__} {info.tags!r:.60}"
+    if not isinstance(info.params, Mapping) or not all(isinstance(k, str) for k in info.params):
+        return f"check {info.id}: params must be a mapping of names to values, not {type(info.params).__name__}"
+    if isinstance(info.timeout, bool) or not isinstance(info.timeout, (int, float)):
+        return f"check {info.id}: timeout must be a number of seconds, not {type(info.timeout).__name__}"
+    if not isinstance(info.description, str):
+        return f"check {info.id}: its description must be a string"
+    try:
+        limits.seconds(info.timeout, f"check {info.id}: timeout")
+    except limits.RangeError as exc:
+        return str(exc)
+    return ""
 
 
 def _load_file(path: str) -> object:
@@ -132,14 +176,27 @@ def drop_in_dirs(checks_dirs: Iterable[str], env: Mapping[str, str]) -> list[str
 
 
 def _load_pack(load_pack: Callable[[], object]) -> tuple[object, BaseException | None]:
+    """The pack's CHECKS as a list, read on the loading thread (so within the load bound): a
+    CHECKS that is a generator which never ends, or an itertools.repeat(0), is read only up to
+    MAX_CHECKS + 1 entries."""
     try:
-        return load_pack(), None
+        pack = load_pack()
+        checks = getattr(pack, "CHECKS", pack)
+        if isinstance(checks, (str, bytes, Mapping)) or not isinstance(checks, Iterable):
+            return _NoChecks(), None
+        return list(itertools.islice(checks, MAX_CHECKS + 1)), None
     except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a pack too
         return None, exc
 
 
+class _NoChecks:
+    """A pack whose CHECKS is not a list of records (a string, a number, a dict, nothing)."""
+
+
 def _record(registry: Registry, source: str, outcome, seconds: float, run_bound: float | None) -> None:
     """What became of one pack's load: added, or a problem that names it."""
+    if isinstance(outcome, bounded.TimedOut) or outcome[1] is not None:
+        registry.incomplete = True
     if isinstance(outcome, bounded.TimedOut) and run_bound is not None and seconds < PACK_LOAD_TIMEOUT:
         registry.problems.append((source, f"{source} had not finished loading when its share ({seconds:.3g} s) of "
                                           f"the run's {run_bound:g} s bound (--timeout) ran out"))

@@ -26,7 +26,45 @@ _WORD = re.compile(r"^[\w@%+=:,./-]+$", re.ASCII)
 
 def host_name(name: str) -> bool:
     """A plain host name or IPv4 address that names another machine: safe as `ssh NAME`."""
-    return bool(_HOST.match(name)) and not _LOOPBACK.match(name)
+    return bool(_HOST.match(name)) and not loopback(name)
+
+
+def loopback(name: str) -> bool:
+    """Whether name reaches the operator's own machine, judged by what it resolves to: the
+    loopback names, `*.localhost` (RFC 6761), and every spelling the resolver turns into an
+    IPv4 address in 127/8 or 0.0.0.0: `127.1`, `0`, `2130706433`, `0x7f000001`, `0177.0.0.1`
+    (inet_aton accepts one to four parts, each decimal, octal or hex)."""
+    if _LOOPBACK.match(name) or name.lower().rstrip(".").endswith(".localhost") or name.lower() == "localhost.":
+        return True
+    address = numeric_ipv4(name)
+    return address is not None and (address >> 24 == 127 or address == 0)
+
+
+def numeric_ipv4(name: str) -> int | None:
+    """The IPv4 address inet_aton(3) reads from name, or None when it is not one."""
+    parts = name.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values = []
+    for part in parts:
+        if not part or len(part) > 12:
+            return None
+        if part[:2].lower() == "0x":
+            digits, base, allowed = part[2:], 16, "0123456789abcdefABCDEF"
+        elif part.startswith("0") and len(part) > 1:
+            digits, base, allowed = part[1:], 8, "01234567"
+        else:
+            digits, base, allowed = part, 10, "0123456789"
+        if not all(c in allowed for c in digits):
+            return None
+        values.append(int(digits, base) if digits else 0)
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 1 << (8 * (4 - len(head))):
+        return None
+    address = 0
+    for value in head:
+        address = address << 8 | value
+    return address << (8 * (4 - len(head))) | last
 
 
 def plain(value: object) -> bool:

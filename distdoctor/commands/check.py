@@ -89,9 +89,9 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         config.validate_against(registry.checks)
     except config_mod.ConfigError as exc:
         raise UsageError(str(exc)) from None
-    validate_selection(registry.sorted(), args)
+    validate_selection(registry.sorted(), args, incomplete=registry.incomplete)
     chosen = [c for c in select(registry.sorted(), split(args.only), split(args.skip)) if config.enabled(c.id)]
-    if (args.only and not chosen):
+    if args.only and not chosen and not registry.incomplete:
         raise UsageError(f"--only {','.join(split(args.only))} matches no enabled check (see `distdoctor list`)")
     from distdoctor.facts import slowtools
 
@@ -195,9 +195,15 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
             if not why:
                 return EXIT_OK
             print(f"distdoctor: {job.node}: {why}", file=sys.stderr)
-            # Rank 0 will not print this node's results: they go to this task's output (the job's
-            # log), with why they did not arrive and the fix for rank 0's node.
+            if why.startswith("rank 0 could not authenticate"):
+                return EXIT_ERROR  # rank 0 has it and names this node with the reason
+            # Rank 0 never got this node's results: they go to this task's stderr (the job's log;
+            # stdout stays the one report rank 0 prints), with why they did not arrive and the
+            # fix for rank 0's node.
             report = _undelivered(report, job, why, host)
+            fmt = "json" if args.format in ("json", "jsonl") else "console"
+            sys.stderr.write(render(report, fmt, args.verbose, True, inventory if fmt == "json" else None))
+            return exit_code(report.runs, args.fail_on or config.run.get("fail_on", "fail"))
         else:
             return _job_report(args, job, gatherer, job_problem, doc, report, host, config, gather_deadline, out)
     if args.format == "jsonl":

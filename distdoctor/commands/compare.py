@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
 import time
 from collections import Counter
 
@@ -33,7 +34,12 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     for path in args.reports:
         names = host.list_dir(path) if os.path.isdir(path) else None
         if names is not None:
-            paths += [os.path.join(path, n) for n in names if n.endswith(".json")]
+            listed = [os.path.join(path, n) for n in names if n.endswith(".json")]
+            # A FIFO (or a device, a socket) named *.json in a directory would block the read
+            # for ever: only regular files are reports; the rest is said, not read.
+            for skipped in [p for p in listed if not os.path.isfile(p)]:
+                print(f"distdoctor: {skipped}: not a regular file, skipped", file=sys.stderr)
+            paths += [p for p in listed if os.path.isfile(p)]
         else:
             paths.append(path)
     errors: list[str] = []
@@ -43,6 +49,9 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     gc.disable()
     try:
         for path in paths:
+            if os.path.exists(path) and not os.path.isfile(path):
+                errors.append(f"{path}: not a regular file (a FIFO or a device is never read as a report)")
+                continue
             try:
                 text = host.read_text(path, max_bytes=64 * 1024 * 1024)
             except OSError as exc:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
         raise UsageError(str(exc)) from None
     # A node's health is the node's: the reach area (probes of other hosts) runs only when asked for.
     skip = split(args.skip) + ([] if args.only else list(health.DEFAULT_SKIP))
-    validate_selection(registry.sorted(), args)
+    validate_selection(registry.sorted(), args, incomplete=registry.incomplete)
     chosen = [c for c in select(registry.sorted(), split(args.only), skip) if config.enabled(c.id)]
     if bound <= health.SCONTROL_RESERVE + 1:
         raise UsageError(f"--timeout must be more than {health.SCONTROL_RESERVE + 1:g} s: the checks need time, "

@@ -161,16 +161,28 @@ def _retry_fix(node: str, slurm: bool) -> Fix:
 
 
 def save(directory: str, reports: Mapping[str, dict]) -> None:
-    """Each node's report as DIR/<node>.json, written whole (temp file, rename)."""
+    """Each node's report as DIR/<node>.json, written whole: to a temp file of a random name
+    created with O_EXCL (mkstemp: never through a symlink someone planted at a name they could
+    predict, as `<node>.json.tmp<pid>` was), then renamed over the name, which replaces a
+    symlink there instead of writing through it."""
+    import tempfile
+
     os.makedirs(directory, exist_ok=True)
     for node, doc in reports.items():
-        safe = re.sub(r"[^A-Za-z0-9._-]", "_", node) or "node"
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", node).lstrip(".") or "node"
         path = os.path.join(directory, f"{safe}.json")
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=".distdoctor-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=2)
+                fh.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 def run(args, host, expect: Mapping[str, object]) -> ClusterView:

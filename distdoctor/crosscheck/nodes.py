@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from distdoctor import __version__, remote
 from distdoctor.crosscheck import engine
 from distdoctor.crosscheck.engine import DIFFER, Rule, fold
-from distdoctor.crosscheck.rules import NODE_RULES
+from distdoctor.crosscheck.rules import NODE_RULES, under_slurm
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
 from distdoctor.remote import Fix
 
@@ -300,8 +300,10 @@ def job_view(reports: Mapping[str, Mapping[str, Any]], leader: str, *, missing: 
     """The report of a whole job: each check once where every node agrees (the leader's run, or
     the one node where it did not skip), the cluster comparison, and per node only the checks
     that ended differently there (`nodes.<name>.differing_checks`)."""
-    view = build(reports, missing=missing, expect=expect, command="check", host=host, started_at=started_at,
-                 duration=duration, context=context)
+    # slurmd starts a Slurm job's tasks (mpirun's daemons too): they inherit its limits
+    rules = under_slurm(NODE_RULES) if context is not None and context.job_id else NODE_RULES
+    view = build(reports, missing=missing, expect=expect, rules=rules, command="check", host=host,
+                 started_at=started_at, duration=duration, context=context)
     order: list[str] = []
     by_check: dict[str, dict[str, Mapping[str, Any]]] = {}
     for node in [leader] + [n for n in reports if n != leader]:

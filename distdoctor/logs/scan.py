@@ -39,6 +39,8 @@ ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dump
 _ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bNCCL WARN\b|^(?:\S+ )?WARN \S|"
                     r"Segmentation fault|core dumped|\bFATAL\b")
 MAX_UNKNOWN = 1000
+# lines worth a second, case-blind look at the catalogue when nothing matched them as written
+_ERRORISH = re.compile(r"(?i)error|fail|warn|refused|timed out|timeout|abort|denied")
 # torchrun's own verdict when a worker dies ("Root Cause (first observed failure):" then
 # `host      : node1`, `rank      : 1 (local_rank: 1)`, `exitcode  : -9 (pid: 1234) (SIGKILL)`,
 # torch/distributed/elastic/multiprocessing/errors): the rank that failed first, even when
@@ -317,6 +319,9 @@ class Scanner:
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
         sig = self.matcher.match(p.body)
+        if sig is None and _ERRORISH.search(p.body):
+            folded = getattr(self.matcher, "match_folded", None)
+            sig = folded(p.body) if folded is not None else None
         if len(scan.exits) < MAX_UNKNOWN:
             hit = outcome.match(p.body, self.markers)
             if hit is not None:

@@ -369,6 +369,7 @@ class Matcher:
         self.signatures = tuple(signatures)
         self.keywords = frozenset(k for s in self.signatures for k in s.keywords)
         self.prefilter = re.compile(keyword_pattern(self.keywords))
+        self._folded: list | None = None
 
     def match(self, line: str) -> Signature | None:
         line = normal(line)
@@ -376,6 +377,21 @@ class Matcher:
             return None
         for sig in self.signatures:
             if sig.matches_normal(line):
+                return sig
+        return None
+
+    def match_folded(self, line: str) -> Signature | None:
+        """The catalogue matched ignoring case, for the few lines that already look like errors
+        and matched nothing: a message's capitalisation varies between releases, wrappers and
+        pastes ("no route to host", "CONNECTION REFUSED"). Compiled on first use."""
+        if self._folded is None:
+            self._folded = [(sig, tuple(k.lower() for k in sig.keywords),
+                             tuple(re.compile(p.pattern, p.flags | re.IGNORECASE) for p in sig.patterns))
+                            for sig in self.signatures]
+        text = normal(line)
+        low = text.lower()
+        for sig, keywords, patterns in self._folded:
+            if any(k in low for k in keywords) and any(p.search(text) for p in patterns):
                 return sig
         return None
 

@@ -128,10 +128,17 @@ class SlurmCluster:
         self.started = False
         self.start_seconds = 0.0
         self._daemon_pids: set[int] = set()
+        self._entered = False  # a test entered a node (run_on, netns) since the last restore
 
     # --- names --------------------------------------------------------------------------
 
     def netns(self, node: str) -> str:
+        """The node's network namespace, for a test to enter: it may change what is inside, so
+        the shared cluster's guard looks there after this test (see restore)."""
+        self._entered = True
+        return self._netns(node)
+
+    def _netns(self, node: str) -> str:
         return RUN.name(self.prefix, self.uid, "n", self._index(node))
 
     def _veth(self, node: str) -> str:
@@ -290,7 +297,7 @@ Waittime=0
         self._sh(["ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge])
         self._sh(["ip", "link", "set", self.bridge, "up"])
         for node in self.nodes:
-            ns, veth = self.netns(node), self._veth(node)
+            ns, veth = self._netns(node), self._veth(node)
             self._sh(["ip", "netns", "add", ns])
             self._sh(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
             self._sh(["ip", "link", "set", veth, "master", self.bridge, "up"])
@@ -300,7 +307,7 @@ Waittime=0
 
     def _net_down(self) -> None:
         for node in self.nodes:
-            subprocess.run(["ip", "netns", "del", self.netns(node)], capture_output=True, timeout=10)
+            subprocess.run(["ip", "netns", "del", self._netns(node)], capture_output=True, timeout=10)
             subprocess.run(["ip", "link", "del", self._veth(node)], capture_output=True, timeout=10)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
 
@@ -321,7 +328,7 @@ mount --bind "$1" /etc/hosts
 shift 3
 exec "$@"
 """
-        return ["nsenter", f"--net=/run/netns/{self.netns(node)}", "unshare", "--uts", "--mount",
+        return ["nsenter", f"--net=/run/netns/{self._netns(node)}", "unshare", "--uts", "--mount",
                 "--propagation", "private", "sh", "-c", script, "sh",
                 os.path.join(self.base, "etc", "hosts"), node, cg, *argv]
 
@@ -385,7 +392,7 @@ exec "$@"
                 except (OSError, ValueError):
                     pass
         for node in self.nodes:
-            proc = subprocess.run(["ip", "netns", "pids", self.netns(node)], capture_output=True, text=True,
+            proc = subprocess.run(["ip", "netns", "pids", self._netns(node)], capture_output=True, text=True,
                                   timeout=10)
             pids.update(int(p) for p in proc.stdout.split() if p.isdigit())
         marker = f"SLURM_CONF={self.conf}".encode()
@@ -484,12 +491,13 @@ exec "$@"
         with open(os.path.join(self.base, "run", f"slurmd-{node}.pid")) as fh:
             return fh.read().strip()
 
-    def _inside(self, node: str) -> dict[str, object]:
+    def _inside(self, node: str, entered: bool = True) -> dict[str, object]:
         """What tests change inside a node, read with as few processes as possible (this runs
         after every test): eth0 and the mounts through slurmd's /proc entries (its root is the
-        node's own mount namespace and sysfs), the hostname, qdisc and nftables ruleset with one
-        process each."""
-        pid, ns = self._slurmd_pid(node), self.netns(node)
+        node's own mount namespace and sysfs); the hostname, qdisc and nftables ruleset with one
+        process each, and only when a test entered a node through run_on or netns (a job step that
+        changed them would go unseen: none does)."""
+        pid, ns = self._slurmd_pid(node), self._netns(node)
         eth0 = {}
         for name in ("mtu", "operstate"):
             with open(f"/proc/{pid}/root/sys/class/net/eth0/{name}") as fh:
@@ -497,18 +505,20 @@ exec "$@"
         with open(f"/proc/{pid}/mountinfo") as fh:
             # (mount id, mount point): a tmpfs over /dev/shm has the host's mount point, not its id
             mounts = [tuple(line.split()[0:5:4]) for line in fh]
+        if not entered:
+            return {**eth0, "mounts": mounts}
         hostname = self._sh(["nsenter", "-t", pid, "--uts", "hostname"], check=False, timeout=10).stdout.strip()
         qdisc = self._sh(["tc", "-n", ns, "qdisc", "show", "dev", "eth0"], check=False, timeout=10).stdout
         nft = self._sh(["nsenter", f"--net=/run/netns/{ns}", "nft", "list", "ruleset"], check=False, timeout=10).stdout \
             if shutil.which("nft") else ""
         return {"hostname": hostname, **eth0, "qdisc": qdisc, "nft": nft, "mounts": mounts}
 
-    def snapshot(self) -> dict[str, object]:
+    def snapshot(self, entered: bool = True) -> dict[str, object]:
         """The state tests may change: each node's Slurm state and reason, hostname, eth0's MTU
         and state, qdisc, nftables ruleset and mounts (a tmpfs over /dev/shm)."""
         out = self._sh(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], check=False, env=self.env, timeout=10).stdout
         slurm = {n: (t, r) for n, t, r in (line.split("|", 2) for line in out.splitlines() if line.count("|") == 2)}
-        return {node: {"slurm": slurm.get(node), **self._inside(node)} for node in self.nodes}
+        return {node: {"slurm": slurm.get(node), **self._inside(node, entered)} for node in self.nodes}
 
     def _busy(self) -> bool:
         """Jobs still queued, or a node still busy or not answering: a step's end and a resumed
@@ -529,24 +539,25 @@ exec "$@"
             busy = self._busy()
         if busy:
             self._cancel_jobs()
-        now = self.snapshot()
+        entered, self._entered = self._entered, False
+        now = self.snapshot(entered)
         changed: list[str] = []
         for node in self.nodes:
-            was, is_, ns = before[node], now[node], self.netns(node)
+            was, is_, ns = before[node], now[node], self._netns(node)
             for _id, mount in reversed([m for m in is_["mounts"] if m not in was["mounts"]]):
                 changed.append(f"{node}: {mount} mounted")
                 self._sh(["nsenter", "-t", self._slurmd_pid(node), "--mount", "umount", "-l", mount], check=False)
-            if is_["hostname"] != was["hostname"]:
+            if is_.get("hostname", was["hostname"]) != was["hostname"]:
                 changed.append(f"{node}: hostname {is_['hostname']} (was {was['hostname']})")
                 self._sh(["nsenter", "-t", self._slurmd_pid(node), "--uts", "hostname", was["hostname"]], check=False)
             if (is_["mtu"], is_["operstate"]) != (was["mtu"], was["operstate"]):
                 changed.append(f"{node}: eth0 mtu {is_['mtu']} {is_['operstate']} (was {was['mtu']} {was['operstate']})")
                 self._sh(["ip", "-n", ns, "link", "set", "eth0", "mtu", was["mtu"],
                           *(["up"] if was["operstate"] != "down" else [])], check=False)
-            if is_["qdisc"] != was["qdisc"]:
+            if is_.get("qdisc", was["qdisc"]) != was["qdisc"]:
                 changed.append(f"{node}: eth0 qdisc changed")
                 self._sh(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], check=False)
-            if is_["nft"] != was["nft"]:
+            if is_.get("nft", was["nft"]) != was["nft"]:
                 changed.append(f"{node}: nftables ruleset changed")
                 self._sh(["ip", "netns", "exec", ns, "nft", "flush", "ruleset"], check=False)
             if is_["slurm"] != was["slurm"]:
@@ -620,6 +631,7 @@ exec "$@"
                timeout: float = 60) -> subprocess.CompletedProcess:
         """argv inside node's namespaces (network, hostname, mounts), entered through its slurmd,
         outside any job: what a shell on that node would see."""
+        self._entered = True
         return subprocess.run(["nsenter", "-t", self._slurmd_pid(node), "--net", "--uts", "--mount", *argv], capture_output=True,
                               text=True, timeout=timeout, env=self._env(env))
 

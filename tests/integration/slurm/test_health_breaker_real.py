@@ -86,3 +86,31 @@ def test_unreadable_node_state_never_drains(cluster, impossible, tmp_path):
     assert "not draining node1: its state cannot be read" in proc.stdout and "Traceback" not in proc.stderr
     assert time.monotonic() - started < 45
     assert not _state(cluster, "node1").drained
+
+
+def test_a_login_shell_snapshot_drains_nothing_under_slurmds_empty_environment(cluster, tmp_path):
+    # The user's shell on node1 has `module load cuda openmpi` on its PATH; slurmd's environment
+    # has nothing but what slurmd was started with (here SLURM_CONF).
+    tools = tmp_path / "modules" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
+    (tools / "mpirun").write_text("#!/bin/sh\necho 'mpirun (Open MPI) 5.0.9'\n")
+    for name in ("nvcc", "mpirun"):
+        (tools / name).chmod(0o755)
+    login = {"PATH": f"{tools}:/usr/local/bin:/usr/bin:/bin", "XDG_CONFIG_HOME": "/nonexistent"}
+    snap = cluster.run_on("node1", [*distdoctor_argv(), "inventory", "--snapshot"], env=login, timeout=120)
+    assert snap.returncode == 0, snap.stderr
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(snap.stdout)
+    assert '"slurm.version"' in snap.stdout and "cuda.toolkit" not in snap.stdout and "mpi.version" not in snap.stdout
+    try:
+        proc = cluster.run_on("node1", ["env", "-i", f"SLURM_CONF={cluster.conf}", *distdoctor_argv(), "health",
+                                        "--config", str(cfg), "--format", "json"], timeout=120)
+        doc = load_report(proc.stdout)
+        assert proc.returncode == 0, doc["health"]
+        assert doc["health"]["action"] == "none" and "node1 passes" in doc["health"]["why"]
+        expectations = next(r for r in doc["checks"] if r["id"] == "node.expectations")
+        assert expectations["status"] == "ok", expectations["findings"]
+        assert not _state(cluster, "node1").drained
+    finally:
+        _resume_all(cluster)

@@ -272,3 +272,17 @@ def test_a_pinned_package_is_installed_not_described():
     [finding] = [f for r in view.report.runs for f in r.findings if f.subject == "pip.mypy"]
     assert finding.fix.splitlines()[0] == "clush -w 'gpu[001-002]' -- python3 -m pip install mypy==2.4.1", finding.fix
     assert "make pip.mypy" not in finding.fix
+
+
+def test_a_slurm_jobs_memlock_fix_is_slurmds_unit_and_elsewhere_limits_conf():
+    """One rule (crosscheck/rules.py) and two remedies: a Slurm job's tasks inherit slurmd's limit."""
+    from distdoctor.model import RunContext
+
+    reports = fleet(3, gpu002={"limits.memlock": 8388608})
+    step = RunContext("slurm-step", "srun step 7.0", "srun", job_id="7", step_id="0")
+    (in_job,) = [f for r in cluster.job_view(reports, "gpu001", context=step).report.runs
+                 for f in r.findings if f.subject == "limits.memlock"]
+    assert in_job.fix.startswith("ssh gpu002 'mkdir -p /etc/systemd/system/slurmd.service.d")
+    assert "LimitMEMLOCK=infinity" in in_job.fix
+    (plain,) = [f for r in cluster.build(reports).report.runs for f in r.findings if f.subject == "limits.memlock"]
+    assert "memlock unlimited" in plain.fix and "LimitMEMLOCK=infinity" in plain.fix  # the note names slurmd

@@ -121,3 +121,10 @@ def test_ldconfig_cache_states_the_libraries_a_job_turns_on():
     summary = run.findings[0].summary
     assert run.status == Status.OK and summary.startswith("pasted `ldconfig -p`: 594 entries")
     assert "libcudart: /usr/local/cuda-13.0/lib/libcudart.so" in summary and "libibverbs" in summary
+
+
+def test_ibstatus_is_stated_port_by_port():
+    run = _one(data_path("logs", "pasted", "ibstatus_a100_9ports_all_active_gpud.md"))[0]
+    summary = run.findings[0].summary
+    assert run.status == Status.OK and summary.startswith("pasted `ibstatus`: 9 port(s): mlx5_0/1 ACTIVE 200 Gb/sec")
+    assert [p["hca"] for p in run.findings[0].evidence["ports"]][-1] == "mlx5_8"

@@ -372,3 +372,23 @@ def test_matching_is_on_normalised_text(line):
 def test_slurmstepd_stars_are_not_markdown():
     assert sigs.normal("slurmstepd: error: *** STEP 3.0 ON n1 CANCELLED AT x ***") == \
         "slurmstepd: error: *** STEP 3.0 ON n1 CANCELLED AT x ***"
+
+
+@pytest.mark.parametrize("line, sig", [
+    ("node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> failed : "
+     "no route to host", "nccl.socket-no-route"),
+    ("include/shm.h:28 NCCL WARN CALL TO POSIX_FALLOCATE FAILED : NO SPACE LEFT ON DEVICE", "nccl.shm-no-space"),
+])
+def test_a_message_whose_case_varies_is_matched_case_blind(line, sig):
+    assert sigs.match_line(line) is None  # as written, the catalogue does not see it
+    assert sigs.matcher().match_folded(line).id == sig
+
+
+def test_the_case_blind_look_reaches_the_diagnosis(tmp_path):
+    from distdoctor.logs.analysis import analyse
+
+    path = tmp_path / "job.log"
+    path.write_text("node5:240:240 [6] misc/socket.cc:533 NCCL WARN Connect to 10.0.0.4<56849> failed : "
+                    "NO ROUTE TO HOST\n")
+    runs, _ok = analyse([str(path)], use_grep=False)
+    assert next(r for r in runs if r.id == "log.diagnosis").findings[0].subject == "nccl.socket-no-route"

@@ -8,12 +8,15 @@ by gpu.inventory; the other checks skip with a pointer to it.
 from __future__ import annotations
 
 import re
+import shlex
 from itertools import combinations
 
 from distdoctor.api import Context, ProbeTimeout, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT, GpuProblem
 from distdoctor.parsers.nvidia_smi import LINK_ORDER, TopoDevice, TopoMatrix, link_rank
 from distdoctor.text import plural
+
+_q = shlex.quote  # a value from the machine (or a pasted log), as one shell word in a fix
 
 _FAR = LINK_ORDER.index("NODE")  # NODE and SYS: the pair's traffic crosses CPU interconnects
 _GDR = LINK_ORDER.index("PXB")  # NCCL uses GPUDirect RDMA up to PXB by default (NCCL_NET_GDR_LEVEL)
@@ -233,7 +236,7 @@ def p2p_topology(ctx: Context):
                    explanation="SYS crosses the inter-socket link (QPI/UPI/xGMI), NODE the interconnect between "
                                "PCIe host bridges; GPU peer-to-peer is slow or disabled there, so NCCL stages "
                                "traffic through host memory. GPUs that share a socket: " + placement + ".",
-                   fix=f"CUDA_VISIBLE_DEVICES={','.join(l[3:] for l in fitting)}   # a job that fits on one "
+                   fix=f"CUDA_VISIBLE_DEVICES={_q(','.join(l[3:] for l in fitting))}   # a job that fits on one "
                        "socket; otherwise bind each rank to its GPU's NUMA node: "
                        "numactl --cpunodebind=<node> --membind=<node> ..., or srun --gpu-bind=closest "
                        "--cpu-bind=cores")
@@ -318,10 +321,10 @@ def nic_affinity(ctx: Context):
         yield warn(f"NCCL_IB_HCA names {', '.join(unknown)}, which this node does not have "
                    f"(it has {', '.join(d.name for d in matrix.nics)})", subject="NCCL_IB_HCA",
                    explanation="NCCL silently ignores names that match nothing; if none match it falls back to "
-                               "sockets.", fix=f"export NCCL_IB_HCA={','.join(d.name for d in matrix.nics)}")
+                               "sockets.", fix=f"export NCCL_IB_HCA={_q(','.join(d.name for d in matrix.nics))}")
     if not allowed:
         yield warn(f"{nic_why} matches none of this node's NICs ({', '.join(d.name for d in matrix.nics)})",
-                   subject="NCCL_IB_HCA", fix=f"export NCCL_IB_HCA={','.join(d.name for d in matrix.nics)}")
+                   subject="NCCL_IB_HCA", fix=f"export NCCL_IB_HCA={_q(','.join(d.name for d in matrix.nics))}")
         return
 
     load: dict[str, int] = {}
@@ -357,7 +360,7 @@ def nic_affinity(ctx: Context):
                    subject="NCCL_IB_HCA", evidence=evidence,
                    explanation="Across the CPU sockets there is no GPUDirect RDMA: NCCL copies every inter-node "
                                "transfer through host memory.",
-                   fix=f"export NCCL_IB_HCA={','.join(sorted({d.name for d in allowed} | set(closer)))}   "
+                   fix=f"export NCCL_IB_HCA={_q(','.join(sorted({d.name for d in allowed} | set(closer))))}   "
                        f"# per-rank mapping: {'; '.join(mapping)}")
     elif far:
         yield warn(f"{', '.join(g for g, _n, _p in far)} {'is' if len(far) == 1 else 'are'} SYS-far from every "
@@ -437,7 +440,8 @@ def cuda_compat(ctx: Context):
                if need and need[0] in _MIN_DRIVER
                else f"# upgrade the NVIDIA driver to one that supports CUDA {torch.cuda}, or install a torch built "
                     "for this driver:")
-    downgrade = f"pip install torch --index-url https://download.pytorch.org/whl/cu{driver.cuda_version.replace('.', '')}"
+    downgrade = ("pip install torch --index-url "
+                 + _q(f"https://download.pytorch.org/whl/cu{driver.cuda_version.replace('.', '')}"))
     if have is None or need is None:
         yield warn(f"cannot compare CUDA versions {driver.cuda_version!r} and {torch.cuda!r}", evidence=evidence)
     elif need[0] > have[0] or (need[0] < 11 and need > have):

@@ -464,7 +464,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
     if resolved.error:
         yield fail(f"MASTER_ADDR={addr} does not resolve: {resolved.error}", subject=endpoint, evidence=evidence,
                    explanation="Every rank looks MASTER_ADDR up; rank 0's node name must resolve on every node.",
-                   fix=f"getent hosts {addr}   # use the master's address on the cluster network, or fix DNS "
+                   fix=f"getent hosts {shlex.quote(addr)}   # use the master's address on the cluster network, or fix DNS "
                        "or /etc/hosts")
         return
     nodes = _nodes_in_job(env)
@@ -497,7 +497,7 @@ def master_port(ctx: Context) -> Iterator[Finding]:
                        explanation="Rank 0 cannot start the rendezvous store: 'address already in use'. Usually a "
                                    "process left from an earlier run, or another job on this node using the same "
                                    "port.",
-                       fix=f"ss -ltnp 'sport = :{port}'   # who holds it; or choose a per-job port: "
+                       fix=f"ss -ltnp {shlex.quote(f'sport = :{port}')}   # who holds it; or choose a per-job port: "
                            "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))")
         else:
             yield fail(f"{endpoint}: cannot bind port {port} on the master node: {why}", subject=endpoint,

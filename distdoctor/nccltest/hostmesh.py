@@ -128,6 +128,7 @@ class Verdict:
     blocked: list[tuple[int, int, str]] = field(default_factory=list)  # no connection
     stalled: list[tuple[int, int, int]] = field(default_factory=list)  # handshake ok, transfer stuck: moved
     paths: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # stalled pair: mesh.path_mtu()
+    carried: set[int] = field(default_factory=set)  # hosts with a timed transfer that went through
     # host, {"sending"|"receiving": median rate of its pairs that way}, median of all pairs
     slow_hosts: list[tuple[int, dict[str, float], float]] = field(default_factory=list)
     slow_links: list[tuple[int, int, float, float]] = field(default_factory=list)  # s, d, rate, median
@@ -148,6 +149,7 @@ def judge(n_hosts: int, results: Mapping[tuple[int, int], Mapping[str, Any]], si
         status = probe.get("status")
         if status == "ok":
             if probe.get("moved"):
+                verdict.carried.update((s, d))
                 rates[(s, d)] = judged_rate(probe)
                 real[(s, d)] = float(probe.get("rate_gbs") or 0.0)
         elif status == "stalled":
@@ -250,7 +252,7 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     for s, d, moved in verdict.stalled:
         if frozenset((s, d)) in measured_pairs:
             continue  # the other direction of a pair already measured: one finding, one fix
-        measured = mtu_finding(hmap, s, d, moved, nbytes, verdict.paths.get((s, d)) or {})
+        measured = mtu_finding(hmap, s, d, moved, nbytes, verdict.paths.get((s, d)) or {}, verdict.carried)
         if measured is not None:
             measured_pairs.add(frozenset((s, d)))
             out.append(measured)
@@ -331,7 +333,8 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str]) -> list[Finding]:
     return out
 
 
-def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Mapping[str, Any]) -> Finding | None:
+def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Mapping[str, Any],
+                carried: set[int] | None = None) -> Finding | None:
     """A stalled pair whose path was measured: the largest packet the path carries, and which
     end must change. The path decides, not a majority or a name: an end whose interface MTU is
     above what the path carries sends frames the path drops, so that end comes down to it (or
@@ -343,7 +346,11 @@ def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Ma
     ends = [(i, hmap.interfaces[i] if i < len(hmap.interfaces) else "", hmap.mtus[i] if i < len(hmap.mtus) else 0)
             for i in (s, d)]
     known = ", ".join(f"{iface or '?'} mtu {mtu or '?'} on {hmap.hosts[i]}" for i, iface, mtu in ends)
-    wrong = [(i, iface, mtu) for i, iface, mtu in ends if mtu > passes]
+    # An end whose full-size transfers with other hosts went through (carried) sends what its own
+    # link carries: the other end is the one to change. With no such evidence (two hosts), both
+    # ends above the path come down to it.
+    above = [(i, iface, mtu) for i, iface, mtu in ends if mtu > passes]
+    wrong = [e for e in above if e[0] not in (carried or set())] if len(above) > 1 else above
     records: list[Fix] = []
     for i, iface, mtu in wrong:
         if remote.plain(iface) and iface:

@@ -142,10 +142,19 @@ def test_small_messages_pass_and_large_ones_stall_on_an_mtu_mismatch(lan):
     assert rc0 == 1 and rcs == [1] * 4, errs
     assert wall < TIMEOUT + MARGIN
     found = checks(doc)["nccl-test.mesh"]["findings"]
+    # Each stalled pair is measured (don't-fragment datagrams); one that could not be is named
+    # as a stall with the MTU as the likely cause. Every finding names h3, no other pair.
+    measured = [f for f in found if "the path carries packets of 1500 bytes, not 9000" in f["summary"]]
     stalls = [f for f in found if "small messages pass" in f["summary"]]
-    assert len(stalls) >= 3 and len(stalls) == len(found), [f["summary"] for f in found]
-    assert all("h3 (rank 3)" in f["summary"] for f in stalls)
-    assert "MTU mismatch" in stalls[0]["explanation"] and "ping -c 3 -M do -s 1472" in stalls[0]["fix"]
+    assert len(measured) + len(stalls) >= 3 and len(measured) + len(stalls) == len(found), \
+        [f["summary"] for f in found]
+    assert measured and all("h3 (rank 3)" in f["summary"] for f in measured + stalls)
+    # h0, h1 and h2 carry 9000 between them: h3 is the side to change, not its partners.
+    for f in measured:
+        lines = [line for line in f["fix"].splitlines() if not line.startswith("#")]
+        assert lines == ["ssh h3 ip link set dev eth0 mtu 1500"], f["fix"]
+    for f in stalls:
+        assert "MTU mismatch" in f["explanation"] and "ping -c 3 -M do -s 1472" in f["fix"]
     # h3's own row: each transfer stalled, or the stalls used its budget first; none reads 'ok'
     rows = {row[0]: row[1:] for row in found[0]["evidence"]["table"]["rows"]}
     assert set(rows["3 h3"]) <= {"stalled", "ok, untimed", "-"} and "stalled" in rows["3 h3"], rows

@@ -96,7 +96,7 @@ def _finish(code: int, out: output.ReservedStdout | None) -> int:
     from distdoctor import reaper
 
     # Before os._exit below, which skips atexit: no tool a check started outlives the run.
-    reaper.kill_all()
+    reaper.kill_all(exiting=True)
     abandoned = any(t.daemon and t.is_alive() for t in threading.enumerate())
     if out is not None and not abandoned:
         out.restore()

@@ -48,7 +48,7 @@ START_WAIT = 2.0  # seconds kill_all waits for starts under way
 def _arm() -> None:
     if not _state["armed"]:
         _state["armed"] = True
-        atexit.register(kill_all)
+        atexit.register(kill_all, exiting=True)
 
 
 def arm_process() -> None:
@@ -56,6 +56,8 @@ def arm_process() -> None:
     whoever starts it, so `kill_all` finds what they leave behind."""
     with _lock:
         _arm()
+        _state["closing"] = False
+        _state["run_started"] = time.time()
         token = os.environ.get(PROCESS_TOKEN_VAR)
         if token not in _tokens:
             token = secrets.token_hex(8)
@@ -76,7 +78,8 @@ def may_start() -> bool:
     """Before starting a command: False once exit has begun; else the start is counted until
     `started` or `start_failed` says how it went."""
     with _lock:
-        if _state["closing"]:
+        # The main thread is the one exiting; what asks after that is an abandoned check.
+        if _state["closing"] and threading.current_thread() is not threading.main_thread():
             return False
         _starting[0] += 1
         return True
@@ -155,13 +158,15 @@ def kill_tree(pid: int, token: str) -> None:
     _sweep(tokens)
 
 
-def kill_all(wait: bool = True) -> None:
-    """At exit: every command still running and everything any command left behind. From then
-    on nothing may start. wait=False (a second signal, inside a handler that may have
-    interrupted a holder of the lock): do not wait for the lock or for starts under way."""
+def kill_all(wait: bool = True, exiting: bool = False) -> None:
+    """Every command still running and everything any command left behind. exiting (the CLI's
+    last step, a second signal, atexit): from then on no other thread may start a command, and
+    the run's own child processes are killed too. wait=False (a second signal, inside a handler
+    that may have interrupted a holder of the lock): do not wait for the lock or for starts."""
     locked = _lock.acquire(timeout=START_WAIT if wait else 0.2)
     try:
-        _state["closing"] = True
+        if exiting:
+            _state["closing"] = True
         if locked and wait:
             _no_starts.wait_for(lambda: _starting[0] <= 0, timeout=START_WAIT)
         live = list(_live)
@@ -172,7 +177,8 @@ def kill_all(wait: bool = True) -> None:
             _lock.release()
     for pgid in live:
         _killpg(pgid)
-    _kill_children()
+    if exiting:
+        _kill_children()
     if tokens:
         _sweep(tokens)
 
@@ -183,12 +189,16 @@ def _kill_children() -> None:
     with (no token), and multiprocessing's exit handler would wait on it for ever."""
     import psutil
 
+    since = _state.get("run_started")
+    if not isinstance(since, float):  # not the CLI (a library user, a test): its children are its own
+        return
     try:
         children = psutil.Process().children(recursive=True)
     except (psutil.Error, OSError):
         return
     for child in children:
         try:
-            child.kill()
+            if child.create_time() >= since - 1.0:  # started during this run, not before it
+                child.kill()
         except psutil.Error:
             continue

@@ -34,7 +34,7 @@ def _exit_at_once(signum: int, _frame) -> None:
 
     # os._exit skips atexit: the tools still running are killed here or never.
     try:
-        reaper.kill_all(wait=False)
+        reaper.kill_all(wait=False, exiting=True)
     finally:
         os._exit(exit_code_for(signum))
 

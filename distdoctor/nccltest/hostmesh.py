@@ -306,10 +306,12 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     return out
 
 
-def nat_findings(hmap: HostMap, seen: Mapping[int, str]) -> list[Finding]:
+def nat_findings(hmap: HostMap, seen: Mapping[int, str], owned: Mapping[int, Sequence[str]] | None = None
+                 ) -> list[Finding]:
     """Hosts whose probes reached this rank from another address than the one they advertise:
     they are behind NAT (a container on a bridge network, a NAT gateway), and what they advertise
-    is not reachable from the other hosts. seen: leader rank -> the source address observed."""
+    is not reachable from the other hosts. seen: leader rank -> the source address observed;
+    owned: rank -> every address of its host."""
     out = []
     for i in range(len(hmap.hosts)):
         advertised, observed = hmap.addresses[i], seen.get(hmap.leader(i), "")
@@ -317,8 +319,8 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str]) -> list[Finding]:
             a, o = ipaddress.ip_address(advertised.split("%")[0]), ipaddress.ip_address(observed.split("%")[0])
         except ValueError:
             continue
-        if a == o or a.is_loopback or o.is_loopback:
-            continue
+        if a == o or a.is_loopback or o.is_loopback or observed in (owned or {}).get(hmap.leader(i), ()):
+            continue  # its own other address (several on one host) is not NAT
         host = hmap.hosts[i]
         out.append(fail(
             f"{hmap.label(i)} advertises {advertised} but its connections arrive from {observed}: it is behind NAT, "

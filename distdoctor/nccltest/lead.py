@@ -273,7 +273,8 @@ def mesh_phase(rank: Rank, planned: MeshPlan, listener=None) -> bool:
               for d, probe in row.items() if d in leader_index}
     planned.probes.update(probes)
     verdict = hostmesh.judge(len(hmap.hosts), probes, sorted(silent))
-    behind_nat = hostmesh.nat_findings(hmap, dict(listener.seen)) if listener is not None else []
+    owned = {int(fp["rank"]): list(fp.get("addresses") or []) for fp in rank.fps}
+    behind_nat = hostmesh.nat_findings(hmap, dict(listener.seen), owned) if listener is not None else []
     found = behind_nat + hostmesh.findings(hmap, verdict, plan["pairs"], plan["nbytes"], planned.unit) + tampered(rank)
     if len(hmap.hosts) <= 32:
         table = hostmesh.host_table(hmap, probes, plan["nbytes"])

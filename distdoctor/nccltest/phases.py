@@ -26,6 +26,8 @@ def execute(rank: Rank) -> int:
     fp["mesh_port"] = listener.port if listener else 0
     fp["route"] = choice.how
     fp["hostname_addrs"] = list(rank.host.resolve(fp["host"], timeout=2).addresses)
+    # Every address of this host: one a peer sees it arrive from is not NAT when it is its own.
+    fp["addresses"] = sorted(interface.local_addresses(if_addrs) - {"127.0.0.1", "::1"})[:32]
     try:  # the MTU of the interface toward rank 0: what a path MTU finding tells to change
         fp["mtu"] = int((rank.host.net_if_stats().get(str(fp.get("interface") or "")) or {}).get("mtu") or 0)
     except (OSError, ValueError, TypeError):

@@ -192,3 +192,5 @@ def test_a_host_arriving_from_another_address_than_it_advertises_is_behind_nat()
     assert found.subject == "b" and "advertises 172.17.0.2 but its connections arrive from 10.0.0.2" in found.summary
     assert "--network=host" in found.fix
     assert hostmesh.nat_findings(hmap, {1: "172.17.0.2", 2: "junk"}) == []
+    # Arriving from another address of its own (two on one host) is not NAT.
+    assert hostmesh.nat_findings(hmap, {1: "10.0.0.2"}, {1: ["172.17.0.2", "10.0.0.2"]}) == []

@@ -342,7 +342,7 @@ FIELDS: tuple[Field, ...] = (
 _COLLECTED = tuple(r for r in FIELDS if r.get and not r.slow) + tuple(r for r in FIELDS if r.get and r.slow)
 
 # Packages reported as pip.<name>: what collect_env lists, and what distributed training adds.
-CPU_FLAGS = re.compile(r"^(avx2|avx512\w*|amx\w*|fma|f16c|sse4_2)$")
+CPU_FLAGS: re.Pattern[str] = re.compile(r"^(avx2|avx512\w*|amx\w*|fma|f16c|sse4_2)$")
 # Installed beside distdoctor but not what a job runs on: a snapshot does not pin them.
 SNAPSHOT_SKIP_PACKAGES = re.compile(r"^(mypy|flake8|distdoctor|pytest.*|ruff|hypothesis)$")
 RELEVANT_PACKAGES = re.compile(

@@ -91,9 +91,9 @@ def run(args: argparse.Namespace, out: output.ReservedStdout) -> int:
     stream = io.StringIO()
     for run in failed:
         finding = next((f for f in run.findings if f.status.severity >= run.status.severity), None)
-        action = f" [{finding.action}]" if finding is not None and finding.action else ""
+        needs = f" [{finding.action}]" if finding is not None and finding.action else ""
         kept = "" if run in bad else "   (reported; not a reason to drain)"
-        stream.write(f"{run.status.value.upper()} {run.id}{action}: {finding.summary if finding else run.status.value}"
+        stream.write(f"{run.status.value.upper()} {run.id}{needs}: {finding.summary if finding else run.status.value}"
                      f"{kept}\n")
         if finding is not None and finding.fix:
             stream.write("".join(f"    $ {line}\n" for line in finding.fix.splitlines()))

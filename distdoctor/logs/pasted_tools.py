@@ -12,6 +12,7 @@ nothing of the driver's CUDA. pasted.py finds the sections and calls in here.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from distdoctor.model import CheckRun, Finding, Status, worst
 
@@ -196,8 +197,8 @@ def smi_table_run(table, where: str) -> CheckRun:
 
 
 def _ibstatus(text: str, where: str) -> list[CheckRun]:
-    ports = []
-    current = None
+    ports: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
     for line in text.splitlines():
         m = re.match(r"^\s*Infiniband device '([^']+)' port (\d+) status:", line)
         if m:
@@ -316,7 +317,7 @@ def slurm_env_checks(env: dict[str, str], where: str) -> list[CheckRun]:
 def run_checks(ids, host, params: dict | None = None) -> list[CheckRun]:
     """The built-in checks `ids`, run by the engine on a FakeHost holding a paste; params
     override a check's own ({check id: {param: value}})."""
-    from distdoctor import checks as builtin
+    from distdoctor import checks as builtin  # type: ignore[attr-defined]  # installed from checks/ (package-dir)
     from distdoctor.api import Context
     from distdoctor.engine import run_checks as run
     from distdoctor.facts import Facts

@@ -144,7 +144,7 @@ def test_older_nccl_on_ld_library_path_shadows_pip_nccl(broken_libs, pip_nccl, m
     assert len(fails) == 1, [f.summary for f in findings]
     assert fails[0].summary.startswith(f"LD_LIBRARY_PATH puts NCCL 2.18.5 ({broken_libs['old']}/libnccl.so.2) "
                                        f"ahead of pip's {PACKAGE} {VERSION}")
-    assert fails[0].fix == "export LD_LIBRARY_PATH="
+    assert fails[0].fix == "export LD_LIBRARY_PATH=''"  # quoted like every value from the machine
 
 
 def test_torch_backends_from_build_flags_match_a_real_import():

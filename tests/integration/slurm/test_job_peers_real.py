@@ -96,4 +96,7 @@ def test_a_hostname_on_loopback_warns_in_a_two_node_job(cluster, tmp_path):
         [finding] = doc["checks"][0]["findings"]
         assert finding["status"] == "warn", (finding, proc.stderr)
         assert "Gloo will advertise loopback" in finding["summary"]
-        assert finding["fix"] == "export GLOO_SOCKET_IFNAME=eth0"
+        # The interface for now, then the /etc/hosts line rewritten to the node's cluster address.
+        lines = finding["fix"].splitlines()
+        assert lines[0] == "export GLOO_SOCKET_IFNAME=eth0", finding["fix"]
+        assert "/etc/hosts line 2 maps node" in finding["fix"] and "to 127.0.1.1" in finding["fix"], finding["fix"]

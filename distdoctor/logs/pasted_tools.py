@@ -1,6 +1,7 @@
 """Pasted output of launchers, GPU listings and environment dumps: `mpirun --version`,
 `horovodrun --check-build`, `nvidia-smi -L`, an `nvidia-smi` table, `env | grep SLURM`,
-`ibstatus`, and interface listings that show no addresses (`ip -o link`, `ifconfig -s`).
+`ibstatus`, `dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, and interface listings that
+show no addresses (`ip -o link`, `ifconfig -s`).
 
 Each is recognised (detect), read by the parser `check` uses, stated back ("what the paste
 shows": GPUs, driver, versions, interfaces, variables) and, where a check reads the same facts,
@@ -12,11 +13,13 @@ nothing of the driver's CUDA. pasted.py finds the sections and calls in here.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from distdoctor.model import CheckRun, Finding, Status, worst
 
-KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache")
+KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache",
+         "dcgmi_diag", "dcgmi_health")
 _OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
 _INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
 _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
@@ -33,6 +36,13 @@ _NODE_SHOW = re.compile(r"^NodeName=\S+ ")
 _LD_CACHE = re.compile(r"^\d+ libs found in cache\b")
 _LD_ENTRY = re.compile(r"^\s+lib\S+ \([^)]*\)(?: => \S+)?\s*$")
 # the libraries a distributed job's failure turns on
+# dcgmi diag: its banner, the table's header, a category bar, or a test row with DCGM's result words
+_DCGMI_DIAG = re.compile(r"^(?:Successfully ran diagnostic for group\.|\|\s*Diagnostic\s+\|\s*Result\s*\||"
+                         r"[|+]-----\s+(?:Metadata|Deployment|Integration|Hardware|Stress)\s+-+\+|"
+                         r"\|[^|]{2,40}\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+(?:All|GPUs?:[\d,\s]+)\s*\|)")
+_DCGMI_JSON = re.compile(r'^\{?\s*"DCGM GPU Diagnostic"\s*:')
+_DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
+_TABLE_LINE = re.compile(r"^\s*[|+]")
 _LD_WATCHED = re.compile(r"^lib(?:nccl|cuda|cudart|ibverbs|mlx5|mpi|ucp|ucs|fabric)\b")
 
 
@@ -80,12 +90,30 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and _LD_ENTRY.match(lines[end]) and end - i < 20000:
             end += 1
         return "ld_cache", end
+    if _DCGMI_DIAG.match(body) or _DCGMI_HEALTH.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 4000 and _TABLE_LINE.match(lines[end]):
+            end += 1
+        return ("dcgmi_health" if _DCGMI_HEALTH.match(body) else "dcgmi_diag"), end
+    if _DCGMI_JSON.match(body) or (body == "{" and i + 1 < len(lines) and _DCGMI_JSON.match(lines[i + 1].strip())):
+        return "dcgmi_diag", _json_end(lines, i)
     if _IP_LINK_ONELINE.match(body) and "link/" in body:
         end = i + 1
         while end < len(lines) and _IP_LINK_ONELINE.match(lines[end].strip()) and end - i < 300:
             end += 1
         return "link_names", end
     return None
+
+
+def _json_end(lines: list[str], start: int) -> int:
+    """The line after the one closing the JSON object opened at lines[start] (braces in strings are
+    rare in DCGM's messages; a miscount only shortens the section, which then reads as unreadable)."""
+    depth = 0
+    for k in range(start, min(len(lines), start + 20000)):
+        depth += lines[k].count("{") - lines[k].count("}")
+        if depth <= 0 and k > start:
+            return k + 1
+    return min(len(lines), start + 20000)
 
 
 def _note(where: str, status: Status, summary: str, title: str, evidence: dict, **kw) -> CheckRun:
@@ -112,6 +140,10 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
             return _node_show(text, where)
         if kind == "ld_cache":
             return _ld_cache(text, where)
+        if kind == "dcgmi_diag":
+            return _dcgmi_diag(text, where)
+        if kind == "dcgmi_health":
+            return _dcgmi_health(text, where)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
@@ -283,6 +315,29 @@ def _ld_cache(text: str, where: str) -> list[CheckRun]:
         explanation += (" NCCL is listed from more than one directory: a program may load another NCCL than the "
                         "one it was built with (build.nccl-libraries on the node tells which one loads).")
     return [_note(where, Status.OK, summary, title, evidence, explanation=explanation)]
+
+
+def _dcgmi_diag(text: str, where: str) -> list[CheckRun]:
+    """A pasted `dcgmi diag`: each failed test judged as hardware/dcgm.py judges it (the actions of
+    dcgm.toml, the same as the live gpu.dcgm-health check's)."""
+    from distdoctor.hardware.dcgm import judge_diag
+    from distdoctor.parsers.dcgmi import parse_diag
+
+    findings = tuple(replace(f, subject=f"{f.subject} (pasted at {where})" if f.subject else where)
+                     for f in judge_diag(parse_diag(text), where))
+    return [CheckRun("log.pasted-output", f"DCGM diagnostic (pasted dcgmi diag at {where})", ("log", "pasted", "gpu"),
+                     worst(f.status for f in findings), findings, 0.0, f"pasted dcgmi diag at {where}")]
+
+
+def _dcgmi_health(text: str, where: str) -> list[CheckRun]:
+    """A pasted `dcgmi health -c`, judged by the live check gpu.dcgm-health on a FakeHost whose dcgmi
+    prints the paste."""
+    from distdoctor.parsers.dcgmi import parse_health
+    from distdoctor.testing import FakeHost
+
+    parse_health(text)  # a paste this parser cannot read is said so, not judged as "no report"
+    host = FakeHost(commands={("dcgmi", "health", "-c"): text}, hostname="pasted")
+    return _checks(("gpu.dcgm-health",), host, where, "dcgmi health -c")
 
 
 def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:

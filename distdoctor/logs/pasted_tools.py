@@ -28,7 +28,7 @@ _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
 _HOROVOD = re.compile(r"^Horovod v?\d+\.\d+\S*:\s*$")
 _SMI_LIST = re.compile(r"^GPU \d+: .+\(UUID: GPU-[0-9a-fA-F-]+\)\s*$")
 _SMI_UNREACHABLE = re.compile(r"^Unable to (?:determine|detect) the device handle for (?:GPU|gpu)\s*\S+: .+")
-_IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:\s*$")
+_IBSTATUS = re.compile(r"^\s*Infiniband device '(?P<hca>[^']+)' port (?P<port>\d+) status:\s*$")
 _IFCONFIG_SHORT = re.compile(r"^Iface\s+MTU\s+(?:Met\s+)?RX-OK\s+RX-ERR\b")  # also netstat -i
 _IP_LINK_ONELINE = re.compile(r"^\d+:\s+(?P<name>[^:\s]+?)(?:@\S+)?:\s+<(?P<flags>[^>]*)>.*\bstate (?P<state>\S+)"
                               r"(?!.*\binet6?\s)")
@@ -254,9 +254,9 @@ def _ibstatus(text: str, where: str) -> list[CheckRun]:
     ports: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for line in text.splitlines():
-        m = re.match(r"^\s*Infiniband device '([^']+)' port (\d+) status:", line)
+        m = _IBSTATUS.match(line)
         if m:
-            current = {"hca": m.group(1), "port": int(m.group(2))}
+            current = {"hca": m.group("hca"), "port": int(m.group("port"))}
             ports.append(current)
             continue
         f = _IBSTATUS_FIELD.match(line)

@@ -1,7 +1,8 @@
 """Pasted output of launchers, GPU listings and environment dumps: `mpirun --version`,
 `horovodrun --check-build`, `nvidia-smi -L`, an `nvidia-smi` table, `env | grep SLURM`,
-`ibstatus`, `dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, and interface listings that
-show no addresses (`ip -o link`, `ifconfig -s`).
+`ibstatus`, `perfquery` and `ibqueryerrors` (judged by the thresholds of the sysfs counters),
+`dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, and interface listings that show no
+addresses (`ip -o link`, `ifconfig -s`).
 
 Each is recognised (detect), read by the parser `check` uses, stated back ("what the paste
 shows": GPUs, driver, versions, interfaces, variables) and, where a check reads the same facts,
@@ -17,9 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from distdoctor.model import CheckRun, Finding, Status, worst
+from distdoctor.text import plural
 
 KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache",
-         "dcgmi_diag", "dcgmi_health")
+         "dcgmi_diag", "dcgmi_health", "perfquery", "ibqueryerrors")
 _OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
 _INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
 _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
@@ -43,6 +45,10 @@ _DCGMI_DIAG = re.compile(r"^(?:Successfully ran diagnostic for group\.|\|\s*Diag
 _DCGMI_JSON = re.compile(r'^\{?\s*"DCGM GPU Diagnostic"\s*:')
 _DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
 _TABLE_LINE = re.compile(r"^\s*[|+]")
+_PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+\d+", re.I)
+_PERFQUERY_FIELD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9]*:\.+(?:0x[0-9a-fA-F]+|\d+)\s*$")
+_IBQUERYERRORS = re.compile(r'^(?:Errors for (?:0x[0-9a-fA-F]+\s+)?"|##\s*Summary:\s*\d+ nodes checked)')
+_IBQUERYERRORS_LINE = re.compile(r'^\s*(?:Errors for |GUID 0x[0-9a-fA-F]+ port |##)')
 _LD_WATCHED = re.compile(r"^lib(?:nccl|cuda|cudart|ibverbs|mlx5|mpi|ucp|ucs|fabric)\b")
 
 
@@ -95,6 +101,20 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and end - i < 4000 and _TABLE_LINE.match(lines[end]):
             end += 1
         return ("dcgmi_health" if _DCGMI_HEALTH.match(body) else "dcgmi_diag"), end
+    if _PERFQUERY.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _PERFQUERY.match(lines[end].strip()) or _PERFQUERY_FIELD.match(lines[end])
+                or (not lines[end].strip() and end + 1 < len(lines) and _PERFQUERY.match(lines[end + 1].strip()))):
+            end += 1
+        return "perfquery", end
+    if _IBQUERYERRORS.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _IBQUERYERRORS_LINE.match(lines[end]) or (not lines[end].strip() and end + 1 < len(lines)
+                                                          and _IBQUERYERRORS_LINE.match(lines[end + 1]))):
+            end += 1
+        return "ibqueryerrors", end
     if _DCGMI_JSON.match(body) or (body == "{" and i + 1 < len(lines) and _DCGMI_JSON.match(lines[i + 1].strip())):
         return "dcgmi_diag", _json_end(lines, i)
     if _IP_LINK_ONELINE.match(body) and "link/" in body:
@@ -144,6 +164,8 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
             return _dcgmi_diag(text, where)
         if kind == "dcgmi_health":
             return _dcgmi_health(text, where)
+        if kind in ("perfquery", "ibqueryerrors"):
+            return _ib_counters(kind, text, where)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
@@ -338,6 +360,55 @@ def _dcgmi_health(text: str, where: str) -> list[CheckRun]:
     parse_health(text)  # a paste this parser cannot read is said so, not judged as "no report"
     host = FakeHost(commands={("dcgmi", "health", "-c"): text}, hostname="pasted")
     return _checks(("gpu.dcgm-health",), host, where, "dcgmi health -c")
+
+
+def _ib_counters(kind: str, text: str, where: str) -> list[CheckRun]:
+    """Pasted `perfquery` or `ibqueryerrors`, judged by hardware/ibcounters.judge_counters with the
+    thresholds of ib.port-counters. A paste has no uptime, so no rate: since-boot counts and
+    saturated counters are looked at (WARN), and two readings of one port in one paste are the
+    check's two readings (a rise is a FAIL)."""
+    from distdoctor.hardware.ibcounters import judge_counters
+    from distdoctor.hardware.thresholds import load as thresholds
+    from distdoctor.parsers.perfquery import parse_ibqueryerrors, parse_perfquery
+
+    limits = thresholds()["ib"]["counters"]
+    readings: dict[str, list[tuple[dict[str, int], str]]] = {}
+    if kind == "perfquery":
+        for block in parse_perfquery(text):
+            port = "all ports" if block.port is None else f"port {block.port}"
+            fix = (f"perfquery -x {block.lid} {block.port if block.port is not None else 255}   # again in a minute: "
+                   "a counter still rising is a live fault; then reseat or replace the cable")
+            readings.setdefault(f"lid {block.lid} {port}", []).append((block.counters, fix))
+    else:
+        report = parse_ibqueryerrors(text)
+        for p in report.ports:
+            if p.port is None:
+                continue  # "port ALL" is the sum of the ports listed beside it
+            fix = (f"perfquery -x -G {p.guid} {p.port}   # again in a minute: a counter still rising is a live "
+                   "fault; then reseat or replace the cable (ibdiagnet names the far end)")
+            readings.setdefault(f"{p.node or p.guid} port {p.port}", []).append((p.counters, fix))
+    findings = []
+    for subject, taken in readings.items():
+        first, fix = taken[0]
+        second = taken[-1][0] if len(taken) > 1 else None
+        verdicts = judge_counters(first, second, 0, None, limits)
+        if not verdicts:
+            continue
+        status = Status.FAIL if any(v[1] == "fail" for v in verdicts) else Status.WARN
+        findings.append(Finding(status, f"pasted {kind}: {subject}: " + "; ".join(f"{n} {why}" for n, _s, _a, why in verdicts),
+                                subject=subject, action=verdicts[0][2], fix=fix,
+                                evidence={"counters": first, "second": second,
+                                          "sources": {n: limits[n].get("source", "") for n, *_ in verdicts}},
+                                explanation="Judged by the thresholds of ib.port-counters (thresholds.toml). A paste "
+                                            "is one reading without the node's uptime: a count past a since-boot "
+                                            "limit or a saturated counter is worth a look (the cable, optic or port), "
+                                            "a rise between two pasted readings is a live fault."))
+    title = f"InfiniBand port counters (pasted {kind} at {where})"
+    if not findings:
+        findings.append(Finding(Status.OK, f"pasted {kind}: {plural(len(readings), 'port')}: error counters within "
+                                           "thresholds", subject=where, evidence={"ports": sorted(readings)[:64]}))
+    return [CheckRun("log.pasted-output", title, ("log", "pasted", "ib"), worst(f.status for f in findings),
+                     tuple(findings), 0.0, f"pasted {kind} at {where}")]
 
 
 def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:

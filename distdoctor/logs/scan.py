@@ -2,13 +2,13 @@
 its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
-larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords,
-the INFO lines nccl_setup reads, generic error words) picks the few candidate lines; only those
-are decoded and split. The search is one `grep -F -n` fed every block as a stream (a
-multi-pattern search in C, about five times faster than Python's regex alternation over the
-same bytes, and running beside this process; see bench/log_scale.py), or that alternation
-where grep cannot run. The last lines of every block are split too, so "last heard from" stays
-right to within one block for ranks that keep logging.
+larger ones a search for every keyword that can matter (the catalogue's keywords, the INFO lines
+nccl_setup reads, generic error words) picks the few candidate lines; only those are decoded and
+split. The search is one `grep -E -n` (the keywords as one alternation of literals) fed every
+block as a stream (in C, about five times faster than Python's regex alternation over the same
+bytes, and running beside this process; see bench/log_scale.py), or that alternation where grep
+cannot run. The last lines of every block are kept too, so "last heard from" stays right to
+within one block for ranks that keep logging.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Scan:
 
 
 class Prefilter:
-    """Candidate lines: every line holding one of the keywords. `grep -F` runs once for the
+    """Candidate lines: every line holding one of the keywords. `grep -E` runs once for the
     whole scan as a streaming filter (Host.line_filter) while this process reads ahead, so the
     search and the reading overlap on two cores; Python's regex alternation over each block is
     the fallback where grep cannot run."""

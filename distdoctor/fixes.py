@@ -1,5 +1,6 @@
 """Named remedies, each written once: the locked-memory limit, /dev/shm, the interface NCCL and
-gloo use, a firewall letting peers in, the MTU, and a hostname that resolves to loopback.
+gloo use, a firewall letting peers in, host networking for a rank behind NAT, the MTU, and a
+hostname that resolves to loopback.
 
 Each returns a `Fix` record (distdoctor/remote.py renders it); checks, the node comparison,
 nccl-test and the log doctor call these instead of spelling the commands themselves, so a
@@ -118,6 +119,18 @@ def firewall_open_port(nodes: Sequence[str], port: int) -> tuple[Fix, ...]:
                     f"(the subnet, e.g. 10.0.0.0/16); in a cloud, allow {int(port)}/tcp between the nodes in "
                     "the security group"),
     )
+
+
+# --- a rank behind NAT (a container on a bridge network: nccl#929, pytorch#79388) -----------------
+
+HOST_NETWORKING = ("restart its container with host networking: docker run --network=host (podman the same; "
+                   "Kubernetes: hostNetwork: true), or run the rank on the host itself; no NCCL_SOCKET_IFNAME or "
+                   "MASTER_ADDR makes a NATed address reachable")
+
+
+def host_networking(nodes: Sequence[str] = ()) -> Fix:
+    """No command can be right here: the container is restarted by whoever starts it."""
+    return Fix((), tuple(nodes), HOST_NETWORKING)
 
 
 # --- the MTU (every hop must agree; a smaller one black-holes full-size packets) -----------------

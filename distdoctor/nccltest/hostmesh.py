@@ -328,9 +328,7 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str], owned: Mapping[int, Seq
             explanation="a container on a bridge network (Docker's default) or a NAT gateway rewrites the source "
             "address of what the host sends; NCCL and gloo tell their peers the inside address, which nobody "
             "outside can reach. No NCCL_SOCKET_IFNAME can make it reachable: the host needs the host's network",
-            fix=Fix((), (host,), "restart its container with host networking: docker run --network=host "
-                                 "(podman the same; Kubernetes: hostNetwork: true), or publish nothing and run on the "
-                                 "host itself"),
+            fix=fixes.host_networking((host,)),
             evidence={"host": host, "advertised": advertised, "observed": observed}))
     return out
 

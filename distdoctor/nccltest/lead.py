@@ -83,13 +83,18 @@ def launch(rank: Rank, fp: dict[str, Any], if_addrs) -> Launch:
     mine = interface.local_addresses(if_addrs)
     hostname = rank.host.hostname()
     suggestion = arrival.reachable_name(hostname, fp.get("hostname_addrs") or [], mine, fp.get("address") or "")
-    findings = arrival.launch_findings(e, rank.ident, hostname, resolved.addresses, resolved.error, mine, suggestion)
+    findings = arrival.launch_findings(e, rank.ident, hostname, resolved.addresses, resolved.error, mine, suggestion,
+                                       fp.get("hostname_addrs") or [])
     local = not resolved.error and arrival.is_local(resolved.addresses, mine)
     rank.recorder.add("nccl-test.launch", findings)
     rank.recorder.extra["rendezvous"] = {"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
                                          "port_why": e.port_why, "world_size": rank.world,
                                          "launcher": rank.ident.launcher, "sealed_with": rank.token_why}
-    if not local:
+    if not local and not resolved.error and arrival.own_name_elsewhere(e.addr, hostname, resolved.addresses,
+                                                                        fp.get("hostname_addrs") or []):
+        rank.say(f"MASTER_ADDR={e.addr} is this host's name, but not an address this rank has: it runs behind NAT "
+                 "(a container on a bridge network); run it with host networking (docker run --network=host)")
+    elif not local:
         rank.say(f"MASTER_ADDR={e.addr} " + (f"does not resolve here ({resolved.error})" if resolved.error else
                                               "is not an address of this host")
                  + f": the other ranks will not find the rendezvous. Use: export MASTER_ADDR={suggestion}")

@@ -43,6 +43,7 @@ SUBNETS = {
     "nccltest.netns": range(61, 62),
     "reach": range(62, 70),        # tests/integration/reach/test_real.py
     "hang.ssh": range(70, 72),     # tests/integration/hang/test_hosts_ssh.py
+    "nccltest.nat": range(72, 74),  # tests/integration/nccltest/test_nat.py: outside, inside
     "free": range(100, 251),       # harnesses that look for an unused /24 (slurm.py)
 }
 

@@ -263,15 +263,17 @@ def nccl_socket_interface(ctx: Context):
                                + (f" Use {best.name} ({network.judge(best)[1]})." if best else ""),
                    fix=fix)
     else:
-        others = [p for p in choice.sockets[1:]]
-        bad_others = []
-        for p in others:
+        # one cause, said once: the interfaces that share a reason are named together
+        # (six link-local-only veths once repeated the IPv6 reason six times, cut off mid-list)
+        by_reason: dict[str, list[str]] = {}
+        for p in choice.sockets[1:]:
             other = table.get(p.interface)
             good, reason = network.judge(other) if other else (False, "unknown")
             if not good:
-                bad_others.append(f"{p.interface} ({reason})")
+                by_reason.setdefault(reason, []).append(p.interface)
+        bad_others = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
         if bad_others:
-            yield warn(f"NCCL's socket transport will also use {', '.join(bad_others)}", subject=pick.interface,
+            yield warn(f"NCCL's socket transport will also use {'; '.join(bad_others)}", subject=pick.interface,
                        evidence={**evidence, "table": _interface_table(table, choice)},
                        explanation="NET/Socket spreads traffic over every interface it selected; connections "
                                    "over an unreachable one hang.", fix=fix)

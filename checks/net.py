@@ -630,10 +630,30 @@ def link_speed_mtu(ctx: Context):
                                "by what the path carries, not by this node alone. nccl-test measures each pair of "
                                "nodes' path when a large transfer stalls and names the interface to change.",
                    fix=f"ip -br link show {names}   # compare with the other nodes; then: srun -N2 distdoctor nccl-test")
-    if not slow and len(set(mtus.values())) <= 1:
+    shaped = [i for i in network if i.qdisc in SHAPING_QDISCS]
+    for i in shaped:
+        yield warn(f"{i.name} has a {i.qdisc} queueing discipline: {SHAPING_QDISCS[i.qdisc]}", subject=i.name,
+                   evidence={"qdisc": i.qdisc},
+                   explanation="A shaper on the interface NCCL uses makes every transfer of the job crawl or stall; "
+                               "nothing on a training node needs one. Removing the root qdisc gives the interface "
+                               "its default queue back, and takes away only the limit.",
+                   fix=Fix((f"tc qdisc show dev {_q(i.name)}", f"tc qdisc del dev {_q(i.name)} root"), (),
+                           f"as root on {ctx.facts.hostname}, unless someone set it on purpose"))
+    if not slow and not shaped and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},
                  explanation="Compare the MTU with the other nodes: it must match along the path.")
 
+
+# Root qdiscs that limit, delay or drop on purpose (the defaults, noqueue, fq_codel, pfifo_fast,
+# mq and fq, are not listed): what each does to a job's traffic.
+SHAPING_QDISCS = {
+    "tbf": "a rate limit (token bucket filter)",
+    "netem": "emulated delay, loss or reordering",
+    "htb": "a rate limit (hierarchical token bucket)",
+    "hfsc": "a rate limit (hierarchical fair service curve)",
+    "cbq": "a rate limit (class based queueing)",
+    "cake": "a rate limit (CAKE shaper)",
+}
 
 CHECKS = [nccl_socket_interface, gloo_socket_interface, mpi_tcp_interface, infiniband, link_speed_mtu]

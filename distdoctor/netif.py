@@ -84,6 +84,7 @@ class Interface:
     members: tuple[str, ...] = ()  # for bridges and bonds: their enslaved interfaces
     driver: str = ""
     notes: tuple[str, ...] = field(default=())  # what could not be read about it
+    qdisc: str = ""  # root queueing discipline, from `ip -d -j link`
 
     @property
     def state(self) -> str:

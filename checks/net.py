@@ -16,7 +16,7 @@ from distdoctor import fixes, loopback_name
 from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
 from distdoctor.parsers.etc_hosts import HostsLine, loopback_lines
 from distdoctor.facts.net import InterfaceTable, Peer
-from distdoctor.netif import PHYSICAL_KINDS, Interface
+from distdoctor.netif import PHYSICAL_KINDS, SHAPING_QDISCS, Interface
 from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word)
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
@@ -637,23 +637,11 @@ def link_speed_mtu(ctx: Context):
                    explanation="A shaper on the interface NCCL uses makes every transfer of the job crawl or stall; "
                                "nothing on a training node needs one. Removing the root qdisc gives the interface "
                                "its default queue back, and takes away only the limit.",
-                   fix=Fix((f"tc qdisc show dev {_q(i.name)}", f"tc qdisc del dev {_q(i.name)} root"), (),
-                           f"as root on {ctx.facts.hostname}, unless someone set it on purpose"))
+                   fix=fixes.remove_shaper(i.name, here=ctx.facts.hostname))
     if not slow and not shaped and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},
                  explanation="Compare the MTU with the other nodes: it must match along the path.")
 
-
-# Root qdiscs that limit, delay or drop on purpose (the defaults, noqueue, fq_codel, pfifo_fast,
-# mq and fq, are not listed): what each does to a job's traffic.
-SHAPING_QDISCS = {
-    "tbf": "a rate limit (token bucket filter)",
-    "netem": "emulated delay, loss or reordering",
-    "htb": "a rate limit (hierarchical token bucket)",
-    "hfsc": "a rate limit (hierarchical fair service curve)",
-    "cbq": "a rate limit (class based queueing)",
-    "cake": "a rate limit (CAKE shaper)",
-}
 
 CHECKS = [nccl_socket_interface, gloo_socket_interface, mpi_tcp_interface, infiniband, link_speed_mtu]

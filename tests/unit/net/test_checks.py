@@ -303,7 +303,7 @@ def test_a_shaper_on_the_interface_nccl_uses_is_named_with_the_command_that_remo
     if flagged:
         [f] = shaped
         assert f.status is Status.WARN and f.summary.startswith(f"enp1s0f0 has a {qdisc} queueing discipline")
-        assert f.fix == ("# as root on node2, unless someone set it on purpose\n"
+        assert f.fix == ("# as root on node2: unless someone set it on purpose\n"
                          "tc qdisc show dev enp1s0f0 && tc qdisc del dev enp1s0f0 root"), f.fix
     else:
         assert statuses(found) == [Status.OK]

@@ -1,7 +1,8 @@
 """From matched lines to causes: the earliest root failure, what followed from it, and when the
 log shows no error at all, which ranks went quiet first.
 
-Order is time where the log gives it, then input and line order. The root cause is the
+Order is time where the log gives it (or the nearest stamped line of the same input does:
+Event.near), then input and line order. The root cause is the
 earliest event whose signature is a "root" (a generic root the catalogue says another present
 root explains yields to it); consequences (watchdog timeouts, resets by a peer) that came after
 it, or that the catalogue ties to it, are folded into its finding ("511 ranks then timed out in

@@ -2,13 +2,13 @@
 its setup, who printed what, and when each rank was last heard from.
 
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
-larger ones a fixed-string search for every keyword that can matter (the catalogue's keywords,
-the INFO lines nccl_setup reads, generic error words) picks the few candidate lines; only those
-are decoded and split. The search is one `grep -F -n` fed every block as a stream (a
-multi-pattern search in C, about five times faster than Python's regex alternation over the
-same bytes, and running beside this process; see bench/log_scale.py), or that alternation
-where grep cannot run. The last lines of every block are split too, so "last heard from" stays
-right to within one block for ranks that keep logging.
+larger ones a search for every keyword that can matter (the catalogue's keywords, the INFO lines
+nccl_setup reads, generic error words) picks the few candidate lines; only those are decoded and
+split. The search is one `grep -E -n` (the keywords as one alternation of literals) fed every
+block as a stream (in C, about five times faster than Python's regex alternation over the same
+bytes, and running beside this process; see bench/log_scale.py), or that alternation where grep
+cannot run. The last lines of every block are kept too, so "last heard from" stays right to
+within one block for ranks that keep logging.
 """
 
 from __future__ import annotations
@@ -96,11 +96,15 @@ class Event:
     signature: Any  # a catalogue Signature (an outcome Marker in Scan.exits)
     fields: dict = field(default_factory=dict)  # what a marker's named groups say
     before: tuple = ()  # (body, time, rank) of the lines read just before it in the same input
+    # for a line without a clock of its own: the time of the nearest stamped line of its input
+    # (Scanner.resolve), so NCCL's unstamped WARN is not ordered after the stamped error it caused
+    near: tuple | None = None
 
     @property
     def order(self) -> tuple:
-        # time first where the log gives one; then input order; then line order
-        return ((0, self.time) if self.time is not None else (1,), self.index, self.line)
+        # time first where the log gives one (or its neighbours do); then input order; then line order
+        when = self.time if self.time is not None else self.near
+        return ((0, when) if when is not None else (1,), self.index, self.line)
 
 
 @dataclass
@@ -129,7 +133,7 @@ class Scan:
 
 
 class Prefilter:
-    """Candidate lines: every line holding one of the keywords. `grep -F` runs once for the
+    """Candidate lines: every line holding one of the keywords. `grep -E` runs once for the
     whole scan as a streaming filter (Host.line_filter) while this process reads ahead, so the
     search and the reading overlap on two cores; Python's regex alternation over each block is
     the fallback where grep cannot run."""
@@ -436,6 +440,7 @@ class Scanner:
         its rank on one line names the rank of every other line of that pid."""
         scan = self.scan
         _common_clock(scan)
+        _near_clock(scan.events + scan.unknown + scan.exits)
         for e in scan.events + scan.unknown + scan.exits:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))
@@ -444,6 +449,32 @@ class Scanner:
             if not e.host and e.rank is not None:
                 e.host = scan.rank_host.get(e.rank, "")
         return scan
+
+
+def _near_clock(events: list[Event]) -> None:
+    """Give each line without a clock the time of the stamped line before it in its input (it
+    came no earlier), else of the one after it (it came no later); ties keep line order."""
+    by_input: dict[int, list[Event]] = {}
+    for e in events:
+        if e.line:
+            by_input.setdefault(e.index, []).append(e)
+    for group in by_input.values():
+        group.sort(key=lambda e: e.line)
+        stamped = [e for e in group if e.time is not None]
+        if not stamped or len(stamped) == len(group):
+            continue
+        last = None
+        for e in group:
+            if e.time is not None:
+                last = e.time
+            else:
+                e.near = last
+        after = None
+        for e in reversed(group):
+            if e.time is not None:
+                after = e.time
+            elif e.near is None:
+                e.near = after
 
 
 def _common_clock(scan: Scan) -> None:

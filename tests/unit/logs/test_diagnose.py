@@ -327,3 +327,24 @@ def test_heartbeat_timeouts_alone_say_the_cause_is_not_in_the_log(tmp_path):
     assert diag.findings[0].subject == "torch.heartbeat-monitor-timeout"
     assert "3 ranks (0-2)" in diag.findings[0].summary
     assert "the log does not show what failed first" in diag.findings[0].summary
+
+
+def test_an_unstamped_line_keeps_its_place_before_the_stamped_error_after_it(tmp_path):
+    # NCCL's own lines carry no clock; a logging line after them does (transformers#11658's
+    # shape). The unstamped failure came first in the file and must still lead.
+    from distdoctor.logs import signatures
+
+    text = ("node1:97:183 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
+            "node1:97:183 [0] NCCL INFO init.cc:766 -> 1\n"
+            "2021-05-10 10:56:59 ERROR    __main__   RuntimeError: CUDA error: an illegal memory access was "
+            "encountered\n")
+    path = tmp_path / "mixed.log"
+    path.write_text(text)
+    matcher = signatures.matcher()
+    assert matcher.match("NCCL WARN Cuda failure 'out of memory'").id == "cuda.out-of-memory"
+    runs, _ok = analyse([str(path)], matcher=matcher)
+    diag = {r.id: r for r in runs}["log.diagnosis"]
+    assert diag.findings[0].subject == "cuda.out-of-memory", diag.findings[0].summary
+    assert diag.findings[0].evidence["where"].endswith("mixed.log:1")
+    # the stated clock is not invented for the unstamped line
+    assert " at 10:56:59" not in diag.findings[0].summary

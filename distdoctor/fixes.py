@@ -1,6 +1,6 @@
 """Named remedies, each written once: the locked-memory limit, /dev/shm, the interface NCCL and
-gloo use, a firewall letting peers in, host networking for a rank behind NAT, the MTU, and a
-hostname that resolves to loopback.
+gloo use, a firewall letting peers in, a shaper on the interface, host networking for a rank
+behind NAT, the MTU, and a hostname that resolves to loopback.
 
 Each returns a `Fix` record (distdoctor/remote.py renders it); checks, the node comparison,
 nccl-test and the log doctor call these instead of spelling the commands themselves, so a
@@ -117,6 +117,16 @@ def firewall_open_port(nodes: Sequence[str], port: int) -> tuple[Fix, ...]:
                     f"(the subnet, e.g. 10.0.0.0/16); in a cloud, allow {int(port)}/tcp between the nodes in "
                     "the security group"),
     )
+
+
+# --- a shaper on the interface (tc tbf/netem/...: a rate limit, emulated delay or loss) -------------
+
+def remove_shaper(interface: str, nodes: Sequence[str] = (), here: str = "") -> Fix:
+    """The interface's root qdisc deleted: the kernel gives it its default queue back."""
+    if not plain(interface):
+        return Fix((), tuple(nodes), _where(here, "remove the shaper on its interface: tc qdisc del dev IF root"))
+    return Fix((f"tc qdisc show dev {interface}", f"tc qdisc del dev {interface} root"), tuple(nodes),
+               _where(here, "unless someone set it on purpose"))
 
 
 # --- a rank behind NAT (a container on a bridge network: nccl#929, pytorch#79388) -----------------

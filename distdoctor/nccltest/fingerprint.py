@@ -106,4 +106,9 @@ def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]
     fp.update(inventory.compared_env(env))
     fp.update(_torch_facts(torch, ident.local_rank))
     fp.update(nccl_prediction(facts, choice.name))
+    try:  # a shaper on the interface toward rank 0 explains a transfer that crawls (net.link-speed-mtu)
+        toward = facts.interfaces.get(choice.name) if choice.name else None
+        fp["qdisc"] = toward.qdisc if toward is not None else ""
+    except Exception:  # what cannot be read is no finding of this test's
+        fp["qdisc"] = ""
     return fp

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distdoctor import fixes, remote
+from distdoctor.netif import SHAPING_QDISCS
 from distdoctor.api import Fix, fail, ok, warn
 from distdoctor.model import Finding
 from distdoctor.text import rank_ranges
@@ -47,6 +48,7 @@ class HostMap:
     # Each host's interface toward rank 0 and its MTU ("" and 0 when unknown), for the MTU fix.
     interfaces: list[str] = field(default_factory=list)
     mtus: list[int] = field(default_factory=list)
+    qdiscs: list[str] = field(default_factory=list)  # each interface's root qdisc ("" when unknown)
 
     def leader(self, index: int) -> int:
         return self.ranks[index][0]
@@ -77,7 +79,7 @@ def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
     for name, _addr in keys:
         names[name] = names.get(name, 0) + 1
     by_rank = {int(fp["rank"]): fp for fp in fps}
-    hosts, ranks, addresses, interfaces, mtus = [], [], [], [], []
+    hosts, ranks, addresses, interfaces, mtus, qdiscs = [], [], [], [], [], []
     for (name, addr), rs in keys.items():
         hosts.append(name if names[name] == 1 else f"{name}[{addr or '?'}]")
         ranks.append(rs)
@@ -85,7 +87,8 @@ def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
         first = by_rank[rs[0]]
         interfaces.append(str(first.get("interface") or ""))
         mtus.append(int(first.get("mtu") or 0) if str(first.get("mtu") or "").isdigit() else 0)
-    return HostMap(hosts, ranks, addresses, interfaces, mtus)
+        qdiscs.append(str(first.get("qdisc") or ""))
+    return HostMap(hosts, ranks, addresses, interfaces, mtus, qdiscs)
 
 
 def mesh_pairs(n_hosts: int, mode: str = "auto", threshold: int = FULL_MESH_UP_TO,
@@ -252,6 +255,11 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     for s, d, moved in verdict.stalled:
         if frozenset((s, d)) in measured_pairs:
             continue  # the other direction of a pair already measured: one finding, one fix
+        shaped = shaper_finding(hmap, s, d, moved, nbytes)
+        if shaped is not None:
+            measured_pairs.add(frozenset((s, d)))
+            out.append(shaped)
+            continue
         measured = mtu_finding(hmap, s, d, moved, nbytes, verdict.paths.get((s, d)) or {}, verdict.carried)
         if measured is not None:
             measured_pairs.add(frozenset((s, d)))
@@ -331,6 +339,25 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str], owned: Mapping[int, Seq
             fix=fixes.host_networking((host,)),
             evidence={"host": host, "advertised": advertised, "observed": observed}))
     return out
+
+
+def shaper_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int) -> Finding | None:
+    """A stalled pair one of whose ends sends through a shaper (a tbf rate limit, netem's delay
+    and loss): that is the likely cause, not the MTU. None when neither end has one."""
+    shaped = [i for i in (s, d) if i < len(hmap.qdiscs) and hmap.qdiscs[i] in SHAPING_QDISCS]
+    if not shaped:
+        return None
+    said = "; ".join(f"{hmap.hosts[i]}'s {hmap.interfaces[i] or 'interface'} has a {hmap.qdiscs[i]} queueing "
+                     f"discipline ({SHAPING_QDISCS[hmap.qdiscs[i]]})" for i in shaped)
+    return fail(
+        f"{hmap.label(s)} -> {hmap.label(d)}: a {human_bytes(nbytes)} transfer did not finish in time "
+        f"({human_bytes(moved)} left the sender): {said}", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
+        explanation="the connection works and bytes move, at the pace the shaper allows: every transfer of the "
+        "job through that interface crawls or times out. A shaper on a training node's interface is almost "
+        "always left over from a test or a misapplied policy",
+        fix=[fixes.remove_shaper(hmap.interfaces[i] or "", [hmap.hosts[i]]) for i in shaped],
+        evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved,
+                  "qdiscs": {hmap.hosts[i]: hmap.qdiscs[i] for i in shaped}})
 
 
 def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Mapping[str, Any],

@@ -122,7 +122,7 @@ def summarise(doc: dict) -> dict[str, Any]:
             status[_word(pg, "?")] = {"enqueued": _int(st.get("last_enqueued_collective")),
                                       "started": _int(st.get("last_started_collective")),
                                       "completed": _int(st.get("last_completed_collective"))}
-    entries = []
+    entries: list[list[Any]] = []
     raw = doc.get("entries")
     for e in reversed(raw if isinstance(raw, list) else []):
         if len(entries) >= KEEP_ENTRIES:

@@ -118,6 +118,16 @@ def fabric(ctx: Context):
                        explanation="The GPU has not joined the NVLink fabric: CUDA returns 'system not yet "
                                    "initialized' and NVLink peers are unreachable.",
                        fix="sudo systemctl restart nvidia-fabricmanager   # if it persists: reset the GPUs or reboot")
+        elif g.fabric_health.lower() == "unhealthy":
+            found = True
+            yield fail(f"GPU{g.index}: in the NVLink fabric, but its fabric health is Unhealthy", subject=f"GPU{g.index}",
+                       action="reset-gpu", evidence={"gpu": g.index, "state": g.fabric_state, "health": g.fabric_health,
+                                                     "clique": g.fabric_clique, "cluster_uuid": g.fabric_cluster_uuid},
+                       explanation="The GPU joined the fabric but its links or routes are degraded (nvidia-smi -q: "
+                                   "Fabric / Health / Summary). Multi-node NVLink jobs across it lose bandwidth or "
+                                   "start without their clique (kubernetes-sigs/dra-driver-nvidia-gpu#626).",
+                       fix="nvidia-smi -q -d FABRIC   # Bandwidth and route state name the fault; drain, then reset the "
+                           "GPU or reboot")
     fm = ctx.facts.fabric_manager_log
     if fm.log is not None:
         horizon = ctx.host.time() - float(ctx.params.get("window_hours", 24.0)) * 3600

@@ -12,6 +12,8 @@ says what to do in a comment instead.
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Iterable, Sequence
 
 from distdoctor.nccl_socket import shell_word, suggest_ifname
@@ -188,6 +190,22 @@ def pip_install(package: str, version: object, nodes: Sequence[str] = ()) -> Fix
     public, _, build = str(version).partition("+")
     index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
     return Fix((f"python3 -m pip install {package}=={public}{index}",), nodes, PIP_ENV)
+
+
+# --- a setting left in the environment or a config file ----------------------------------------
+
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def drop_setting(name: str, source: str = "environment") -> Fix:
+    """name unset (source "environment") or its line deleted from the file source. The path
+    comes from the machine ($NCCL_CONF_FILE, a home directory): quoted as one word, never read
+    as shell."""
+    if not _VARIABLE.match(name):
+        return Fix(comment=f"remove the setting {name!r} from {source}")
+    if source == "environment":
+        return Fix((f"unset {name}",))
+    return Fix((f"sed -i {shlex.quote(f'/^{name}=/d')} {shlex.quote(source)}",))
 
 
 # Remedies a data file names (signatures.toml: `remedy = "memlock"`), each for the nodes given.

@@ -277,7 +277,8 @@ def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Fi
             fix = ("# killed from outside: on the node that ran it, look for the OOM killer:\n"
                    "# dmesg -T | grep -i -E 'killed process|out of memory'")
     else:
-        fix = f"# read rank {rank}'s own output (its traceback is its first error); torchrun's report is at {where_}"
+        fix = remote.comment(f"read rank {rank}'s own output (its traceback is its first error); torchrun's report "
+                             f"is at {where_}")
     return Finding(Status.FAIL, summary, subject="torch.elastic-root-cause",
                    explanation="torchrun's agent saw this worker die first; no line in the log matched a known "
                                "failure signature, so the exit status is the best evidence.",

@@ -255,6 +255,8 @@ class Scanner:
         heard in a tail: its last line is then known to within one block, as if every tail had
         been split (a rank that stopped logging early walks back to its last block)."""
         heard: set[int] = set()
+        needed: set[int | None] = set()
+        known = -1  # pid_rank's size when `needed` was computed: a new pid names more speakers
         while self._tails:
             span, first, raw = self._tails.pop()
             self._tail_bytes -= len(raw)
@@ -264,8 +266,10 @@ class Scanner:
                 who = speaker(self.scan, key)
                 if who is not None:
                     heard.add(who)
-            if all(speaker(self.scan, key) in heard for key in self.scan.seen
-                   if speaker(self.scan, key) is not None):
+            if known != len(self.scan.pid_rank):
+                known = len(self.scan.pid_rank)
+                needed = {speaker(self.scan, key) for key in self.scan.seen} - {None}
+            if needed <= heard:
                 break
         self._tails.clear()
         self._tail_bytes = 0

@@ -182,14 +182,20 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
     while chunk:
         read += len(chunk)
         stats.bytes += len(chunk)
-        buf = carry + chunk if carry else chunk
-        carry = b""
-        if skipping:
-            nl = buf.find(b"\n")
-            buf = b"" if nl < 0 else buf[nl + 1:]
+        # one copy per block: the carried head of a line joined to the chunk up to its last newline
+        # (joining first and cutting after copied every block twice)
+        head, carry = carry, b""
+        start = 0
+        if skipping:  # the rest of an over-long line whose head was already kept
+            nl = chunk.find(b"\n")
+            start = len(chunk) if nl < 0 else nl + 1
             skipping = nl < 0
-        cut = buf.rfind(b"\n") + 1
-        whole, carry = buf[:cut], buf[cut:]
+        cut = chunk.rfind(b"\n", start) + 1
+        if cut == 0:  # no line ends in this chunk
+            whole, carry = b"", head + memoryview(chunk)[start:]
+        else:
+            whole = head + memoryview(chunk)[start:cut] if head else chunk[start:cut]
+            carry = chunk[cut:]
         if len(carry) > max_line:
             whole += carry[:max_line] + b"\n"
             carry = b""

@@ -208,12 +208,14 @@ def _cni_undo(node: str) -> Callable[[Lab], None]:
     return go
 
 
-def _ib_v6_only(node: str) -> Callable[[Lab], None]:
+def _ib_v6_only(node: str, address: str = "") -> Callable[[Lab], None]:
     """An `ib0` with only an IPv6 link-local address (one end of a veth pair, up with carrier:
     the name is what NCCL's rule 2 takes first, and link-local is all it has)."""
     def go(lab: Lab) -> None:
-        lab.on(node, "ip", "link", "add", "ib0", "type", "veth", "peer", "name", "ib0peer")
-        lab.on(node, "ip", "link", "set", "ib0peer", "up")
+        lab.on(node, "ip", "link", "add", "ib0", "type", "veth", "peer", "name", "vib0p")
+        lab.on(node, "ip", "link", "set", "vib0p", "up")
+        if address:
+            lab.on(node, "ip", "-6", "addr", "add", address, "dev", "ib0", "nodad")
         lab.on(node, "ip", "link", "set", "ib0", "up")
         time.sleep(2.5)  # duplicate address detection, then the fe80:: address is usable
     return go
@@ -301,6 +303,9 @@ def faults(addr: Callable[[str], str]) -> list[Fault]:
               lambda lab: lab.hosts_file("node2", False, stale="node1"), lambda lab: lab.unmount_hosts("node2"),
               note="node2's /etc/hosts maps node1 to an address nobody has"),
         Fault("cni-bridge-node1", "node1", r"cni0|bridge", _cni("node1"), _cni_undo("node1")),
+        Fault("ib0-ipv6-only-node2", "node2", r"ib0|fd99|IPv6|route", _ib_v6_only("node2", "fd99::2/64"),
+              lambda lab: lab.on("node2", "ip", "link", "del", "ib0", check=False),
+              note="an ib0 with only a global IPv6 address no other node routes to"),
         Fault("ib0-ipv6-link-local-node1", "node1", r"ib0|link-local|fe80", _ib_v6_only("node1"),
               lambda lab: lab.on("node1", "ip", "link", "del", "ib0", check=False)),
     ]

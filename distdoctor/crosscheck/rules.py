@@ -158,6 +158,16 @@ NODE_RULES: tuple[Rule, ...] = (
          "# then drain {nodes}: a missing GPU is a hardware fault", run="nvidia-smi -L"),
     Rule("gpu.model", "GPU model", AGREE, Status.WARN,
          "mixed GPU models run at the speed of the slowest and may need different builds", ""),
+    # One multi-node NVLink domain (GB200/GB300 NVL72): GPUs reach each other over NVLink only
+    # within one ClusterUUID and CliqueId. A node whose GPUs did not join the domain reports a
+    # zero ClusterUUID and clique 0 (Azure/azhpc-images#506: Status "Insufficient Resources").
+    Rule("gpu.fabric.cluster_uuid", "NVLink domain (ClusterUUID)", AGREE, Status.WARN,
+         "nodes in different NVLink domains (or outside any) reach each other only over the network: "
+         "a job laid out for one NVL72 domain loses its NVLink bandwidth, and IMEX-shared memory "
+         "fails across the domains", run="nvidia-smi -q -d FABRIC"),
+    Rule("gpu.fabric.clique", "NVLink clique (CliqueId)", AGREE, Status.WARN,
+         "GPUs in different cliques of one NVLink domain cannot reach each other over NVLink",
+         run="nvidia-smi -q -d FABRIC"),
     # Network and limits.
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
          "an MTU smaller on some nodes drops or fragments the large packets the others send: "

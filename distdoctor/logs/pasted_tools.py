@@ -1,8 +1,9 @@
 """Pasted output of launchers, GPU listings and environment dumps: `mpirun --version`,
 `horovodrun --check-build`, `nvidia-smi -L`, an `nvidia-smi` table, `env | grep SLURM`,
 `ibstatus`, `perfquery` and `ibqueryerrors` (judged by the thresholds of the sysfs counters),
-`dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, and interface listings that show no
-addresses (`ip -o link`, `ifconfig -s`).
+`dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, the Fabric sections of `nvidia-smi -q`
+(grep'd out alone) and `nvidia-imex-ctl -N`, and interface listings that show no addresses
+(`ip -o link`, `ifconfig -s`).
 
 Each is recognised (detect), read by the parser `check` uses, stated back ("what the paste
 shows": GPUs, driver, versions, interfaces, variables) and, where a check reads the same facts,
@@ -21,7 +22,7 @@ from distdoctor.model import CheckRun, Finding, Status, worst
 from distdoctor.text import plural
 
 KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache",
-         "dcgmi_diag", "dcgmi_health", "perfquery", "ibqueryerrors")
+         "dcgmi_diag", "dcgmi_health", "perfquery", "ibqueryerrors", "fabric", "imex")
 _OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
 _INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
 _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
@@ -47,6 +48,11 @@ _DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
 _TABLE_LINE = re.compile(r"^\s*[|+]")
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+\d+", re.I)
 _PERFQUERY_FIELD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9]*:\.+(?:0x[0-9a-fA-F]+|\d+)\s*$")
+_FABRIC_FIELD = re.compile(r"^\s+(?:State|Status|CliqueId|ClusterUUID|Health|Summary|Bandwidth|Route [\w ]+|"
+                           r"Access Timeout Recovery|Incorrect Configuration)\s*(?::|$)")
+_IMEX = re.compile(r"^(?:Connectivity Table Legend:|Nodes:|Domain State:\s*\w+)\s*$")
+_IMEX_LINE = re.compile(r"^\s*(?:[A-Z!]{1,3} - |\d+/\d+/\d+ \d|Nodes:|Node #\d+|Nodes From|\d+\s+[A-Z!]|"
+                        r"Domain State:|Connectivity Table|READY|keepGoing|Finishing)")
 _IBQUERYERRORS = re.compile(r'^(?:Errors for (?:0x[0-9a-fA-F]+\s+)?"|##\s*Summary:\s*\d+ nodes checked)')
 _IBQUERYERRORS_LINE = re.compile(r'^\s*(?:Errors for |GUID 0x[0-9a-fA-F]+ port |##)')
 _LD_WATCHED = re.compile(r"^lib(?:nccl|cuda|cudart|ibverbs|mlx5|mpi|ucp|ucs|fabric)\b")
@@ -101,6 +107,18 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and end - i < 4000 and _TABLE_LINE.match(lines[end]):
             end += 1
         return ("dcgmi_health" if _DCGMI_HEALTH.match(body) else "dcgmi_diag"), end
+    if body == "Fabric" and i + 1 < len(lines) and _FABRIC_FIELD.match(lines[i + 1]):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _FABRIC_FIELD.match(lines[end]) or lines[end].strip() in ("Fabric", "--")):
+            end += 1
+        return "fabric", end
+    if _IMEX.match(body) and (body != "Nodes:" or i + 1 < len(lines) and lines[i + 1].startswith("Node #")):
+        end = i + 1
+        while end < len(lines) and end - i < 5000 and (lines[end].strip() == "" and end + 1 < len(lines)
+                                                       and lines[end + 1].strip() or _IMEX_LINE.match(lines[end])):
+            end += 1
+        return "imex", end
     if _PERFQUERY.match(body):
         end = i + 1
         while end < len(lines) and end - i < 20000 and (
@@ -166,6 +184,10 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
             return _dcgmi_health(text, where)
         if kind in ("perfquery", "ibqueryerrors"):
             return _ib_counters(kind, text, where)
+        if kind == "fabric":
+            return _fabric(text, where)
+        if kind == "imex":
+            return _imex(text, where)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
@@ -409,6 +431,41 @@ def _ib_counters(kind: str, text: str, where: str) -> list[CheckRun]:
                                            "thresholds", subject=where, evidence={"ports": sorted(readings)[:64]}))
     return [CheckRun("log.pasted-output", title, ("log", "pasted", "ib"), worst(f.status for f in findings),
                      tuple(findings), 0.0, f"pasted {kind} at {where}")]
+
+
+def nvml_from_gpus(gpus, driver: str = "", source: str = "pasted") -> dict:
+    """GPUs read from a paste (QueryGpu records) as the NVML snapshot the GPU facts read
+    (host/nvml_health.py's fields), so the live checks judge them."""
+    from dataclasses import asdict
+
+    return {"status": "ok", "driver_version": driver, "cuda_version": None, "source": source,
+            "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid, "bus_id": g.bus_id,
+                      "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
+                      "ecc_uncorrected": g.ecc_volatile_uncorrectable, "health": asdict(g)} for g in gpus]}
+
+
+def _fabric(text: str, where: str) -> list[CheckRun]:
+    """Fabric sections of `nvidia-smi -q` pasted alone, judged by gpu.fabric (the GPUs' fabric
+    state, status and health; the services a paste cannot show are not asked about)."""
+    from distdoctor.parsers.nvidia_smi_query import parse_fabric_excerpt
+    from distdoctor.testing import FakeHost
+
+    gpus = parse_fabric_excerpt(text)
+    host = FakeHost(nvml=nvml_from_gpus(gpus, source="pasted nvidia-smi -q Fabric"), hostname="pasted")
+    runs_ = _checks(("gpu.fabric",), host, where, "nvidia-smi -q Fabric")
+    domains = sorted({(g.fabric_cluster_uuid, g.fabric_clique) for g in gpus})
+    shown = "; ".join(f"ClusterUUID {u or '-'} clique {c or '-'}" for u, c in domains[:4])
+    return [_note(where, Status.OK, f"pasted nvidia-smi -q Fabric: {plural(len(gpus), 'GPU')}, {shown}",
+                  f"NVLink domain (pasted at {where})", {"domains": [list(d) for d in domains]})] + runs_
+
+
+def _imex(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.nvidia_imex import parse_imex_nodes
+    from distdoctor.hardware.imex import judge_imex
+
+    findings = tuple(judge_imex(parse_imex_nodes(text)))
+    return [CheckRun("log.pasted-output", f"IMEX domain (pasted nvidia-imex-ctl -N at {where})", ("log", "pasted", "gpu"),
+                     worst(f.status for f in findings), findings, 0.0, f"pasted nvidia-imex-ctl -N at {where}")]
 
 
 def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:

@@ -67,8 +67,12 @@ def nccl_prediction(facts, route_interface: str) -> dict[str, Any]:
         return {"nccl_interface": "", "nccl_rule": choice.rule,
                 "nccl_error": choice.error or "no socket interface found"}
     iface = table.get(pick.interface)
+    route = table.get(route_interface) if route_interface else None
     suspect = ""
-    if iface is not None and pick.interface != route_interface and (iface.virtual or iface.link_local_only):
+    # A route through the loopback (rank 0 whose MASTER_ADDR is its own name on 127.0.1.1) says
+    # nothing about the way to the other nodes: no reason to doubt NCCL's pick by it.
+    if iface is not None and pick.interface != route_interface and (iface.virtual or iface.link_local_only) \
+            and not (route is not None and route.kind == "loopback"):
         suspect = iface.describe() + (" with only a link-local address" if iface.link_local_only else "")
     return {"nccl_interface": pick.interface, "nccl_address": pick.address, "nccl_rule": choice.rule,
             "nccl_suspect": suspect, "nccl_error": ""}

@@ -8,6 +8,7 @@ Pure functions: the sockets are in mesh.py, the store traffic in lead.py and fol
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import random
 import statistics
@@ -236,7 +237,22 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     def end(i: int) -> str:
         return f"{hmap.leader(i)}({hmap.hosts[i]})"
 
-    if verdict.blocked:
+    # A host that advertises a loopback address (its name resolves to 127.x) is unreachable for
+    # that reason: a firewall rule for it would be a wrong remedy. Said once, with the hosts.
+    looped = sorted({d for _s, d, _st in verdict.blocked if _loopback(hmap.addresses[d])})
+    if looped:
+        names = ", ".join(f"{hmap.label(d)} at {hmap.addresses[d]}" for d in looped)
+        out.append(fail(
+            f"the other hosts cannot connect to {names}: a loopback address, where each connects to itself",
+            subject=", ".join(hmap.hosts[d] for d in looped),
+            explanation="the host's name resolves to the loopback there (Debian's `127.0.1.1 <hostname>` line in "
+            "/etc/hosts), so it advertises 127.x; nccl-test.init names the line and gives the fix for that node",
+            fix=Fix(comment=f"map {', '.join(hmap.hosts[d] for d in looped)} to the cluster address in /etc/hosts "
+                            "on that node (the fix under nccl-test.init)"),
+            evidence={"loopback": {hmap.hosts[d]: hmap.addresses[d] for d in looped}}))
+    blocked = [(s, d, st) for s, d, st in verdict.blocked if d not in looped]
+    if blocked:
+        verdict = dataclasses.replace(verdict, blocked=blocked)
         shown = "; ".join(f"{end(s)}->{end(d)}: {st}" for s, d, st in verdict.blocked[:8])
         more = f" and {len(verdict.blocked) - 8} more" if len(verdict.blocked) > 8 else ""
         out.append(fail(
@@ -339,6 +355,13 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str], owned: Mapping[int, Seq
             fix=fixes.host_networking((host,)),
             evidence={"host": host, "advertised": advertised, "observed": observed}))
     return out
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def shaper_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int) -> Finding | None:

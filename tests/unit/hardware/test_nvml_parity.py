@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import types
+import uuid
 
 import pytest
 
@@ -76,7 +77,10 @@ def capture_backed_pynvml(report):
         states = {"Not Started": 1, "In Progress": 2, "Completed": 3}
         if g.fabric_state not in states:
             raise NVMLError_NotSupported("Not Supported")
-        return types.SimpleNamespace(state=states[g.fabric_state], status=0 if g.fabric_status in ("", "Success") else 1)
+        return types.SimpleNamespace(state=states[g.fabric_state], status=0 if g.fabric_status in ("", "Success") else 1,
+                                     cliqueId=int(g.fabric_clique) if g.fabric_clique.isdigit() else 0,
+                                     clusterUuid=uuid.UUID(g.fabric_cluster_uuid).bytes if g.fabric_cluster_uuid else
+                                     bytes(16))
 
     major, _, minor = report.cuda_version.partition(".")
     m.nvmlInit = lambda: None

@@ -65,7 +65,7 @@ class Network:
         replies: list[str] = []
         try:
             with socket.create_connection((host, port), timeout=timeout) as sock:
-                reader = sock.makefile("rb")
+                pending = bytearray()  # read past a reply line: the start of the next
                 for i, line in enumerate(lines):
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -73,10 +73,23 @@ class Network:
                     sock.settimeout(left)
                     sock.sendall(line.encode() + b"\n")
                     if i < len(lines) - 1:
-                        replies.append(reader.readline(4096).decode("utf-8", "replace"))
+                        # Each recv is given only what is left of the bound: a peer that trickles a
+                        # byte at a time cannot stretch one reply line past it.
+                        while b"\n" not in pending and len(pending) < 4096:
+                            left = deadline - time.monotonic()
+                            if left <= 0:
+                                return replies, f"no answer within {timeout:g} s"
+                            sock.settimeout(left)
+                            chunk = sock.recv(4096)
+                            if not chunk:
+                                break
+                            pending += chunk
+                        cut = pending.find(b"\n") + 1 or min(len(pending), 4096)
+                        replies.append(bytes(pending[:cut]).decode("utf-8", "replace"))
+                        del pending[:cut]
                         if not replies[-1]:
                             return replies, "the peer closed the connection"
-                chunks, size = [], 0
+                chunks, size = [bytes(pending)], len(pending)
                 while size <= max_bytes:
                     left = deadline - time.monotonic()
                     if left <= 0:

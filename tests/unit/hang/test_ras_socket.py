@@ -78,3 +78,32 @@ def test_garbage_silence_and_a_closed_port_are_each_an_answer_within_the_bound()
         closed = s.getsockname()[1]
     parsed, error = ras.query(Host(), ("127.0.0.1", closed), True, 1, 1.0)
     assert parsed is None and error == "refused"
+
+
+def _trickle(every: float, first: bytes = b""):
+    """A peer that sends `first`, then one byte every `every` seconds, never a newline."""
+    def behaviour(conn, received):
+        conn.settimeout(0.5)
+        try:
+            received.append(conn.recv(4096))
+            conn.sendall(first)
+            for _ in range(200):
+                conn.sendall(b"x")
+                time.sleep(every)
+        except OSError:
+            pass
+    return behaviour
+
+
+def test_a_peer_that_trickles_bytes_is_cut_at_the_bound():
+    """A RAS port (or anything on it) that answers a byte at a time, within each recv's timeout
+    but never finishing a line: the whole exchange still ends at the bound, in the first reply
+    line, mid-way, and after the last request."""
+    for first in (b"", b"SERVER PROTOCOL 2\n", b"SERVER PROTOCOL 2\nOK\n"):
+        port, thread, _ = serve(_trickle(0.05, first))
+        started = time.monotonic()
+        replies, why = Host().converse("127.0.0.1", port, ["CLIENT PROTOCOL 2", "TIMEOUT 5", "STATUS"], timeout=1.5)
+        took = time.monotonic() - started
+        assert took < 2.5, (first, took)
+        assert why == "no answer within 1.5 s", (first, why, replies)
+        thread.join(15)

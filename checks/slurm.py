@@ -13,7 +13,7 @@ import ipaddress
 import shlex
 
 from distdoctor.api import Context, Fix, check, fail, ok, skip, warn
-from distdoctor.text import fold_hosts
+from distdoctor.text import fold_hosts, one_line
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
 
@@ -341,8 +341,8 @@ def gpus(ctx: Context):
             evidence=evidence,
             explanation="gres.conf declares GPUs the node does not have, or a GPU fell off the bus / the driver "
                         "lost it. Tasks that expect one GPU each will fail or share.",
-            fix=f"nvidia-smi -L   # on {nodename}; then fix gres.conf or drain the node:\n"
-                f"scontrol update nodename={nodename} state=drain reason=\"GPU missing\""))
+            fix=f"nvidia-smi -L   # on {one_line(nodename)}; then fix gres.conf or drain the node:\n"
+                f"scontrol update nodename={_q(nodename)} state=drain reason=\"GPU missing\""))
     elif allocated and seen is None:
         found.append(warn(f"cannot verify the {allocated} allocated GPU(s): {node.error}", subject=nodename,
                           evidence=evidence, fix=f"srun -w {_q(nodename)} -N1 -n1 nvidia-smi -L   # the node's GPUs"))

@@ -160,3 +160,14 @@ def test_an_expect_table_s_values_and_names_stay_words_in_node_fixes(sandbox, va
     for fix in fixes_seen:
         runs_clean(sandbox, _text(fix))
     assert node.FIXES  # the templates exist: the values above went through them
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_node_name_from_the_environment_stays_a_word_in_slurm_s_drain_fix(sandbox, value):
+    """slurm.gpus: SLURMD_NODENAME (the job's environment) goes into `scontrol update nodename=`."""
+    from distdoctor.checks import slurm as S
+    from tests.unit.slurm.test_checks import NV2, _gpu_env, findings, host
+
+    for f in findings(S.gpus, host(_gpu_env(4, 4, SLURMD_NODENAME=value), gpus=NV2)):
+        if f.fix:
+            runs_clean(sandbox, _text(f.fix))

@@ -152,6 +152,12 @@ def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | No
     """(the candidate, "") or (None, why not: "gone", "denied", "not a rank"). A process named
     by pid whose environment this user may not read is still read (its stat and command line
     are world-readable), so that the stack dump says why it cannot be read."""
+    # The start time before and after: a pid whose process ended while it was read and was
+    # given to a new process would mix the two (one's environment, the other's command line and
+    # stack); it is read as gone.
+    before = procstate.read_stat(host, pid)
+    if before is None:
+        return None, "gone"
     try:
         raw = host.read_bytes(f"/proc/{pid}/environ", ENVIRON_MAX)
     except PermissionError:
@@ -173,6 +179,9 @@ def _read_candidate(host, pid: int, require_rank: bool) -> tuple[_Candidate | No
         cmdline = procstate.parse_cmdline(host.read_bytes(f"/proc/{pid}/cmdline", 64 * 1024) or b"")
     except OSError:
         cmdline = []
+    after = procstate.read_stat(host, pid)
+    if after is None or not before.start_ticks == stat.start_ticks == after.start_ticks:
+        return None, "gone"
     return _Candidate(pid, env, stat, cmdline, rank_var, rank), ""
 
 

@@ -71,3 +71,48 @@ def test_gpu_from_visible_devices_and_local_rank():
 def test_environ_parsing_keeps_values_with_equals_and_skips_garbage():
     env = discovery.parse_environ(b"A=1\0B=x=y\0junk\0\0=nokey\0C=\xff\0")
     assert env == {"A": "1", "B": "x=y", "C": "\ufffd"}
+
+
+class _Reused:
+    """A host on which pid 90 ends after its n-th read of /proc/90/* and is given to a new
+    process (another start time, another program, no rank)."""
+
+    def __init__(self, host, after_reads: int):
+        self.host, self.left = host, after_reads
+
+    def __getattr__(self, name):
+        return getattr(self.host, name)
+
+    def _swap(self, path: str) -> None:
+        if path.startswith("/proc/90/"):
+            self.left -= 1
+            if self.left == 0:
+                from tests.unit.hang.fakeproc import stat_line
+
+                self.host.files["/proc/90/stat"] = stat_line(90, "bash", "S", 1, start=987654)
+                self.host.files["/proc/90/environ"] = b"HOME=/home/other\0"
+                self.host.files["/proc/90/cmdline"] = b"/bin/bash\0"
+
+    def read_text(self, path, *args, **kwargs):
+        text = self.host.read_text(path, *args, **kwargs)
+        self._swap(path)
+        return text
+
+    def read_bytes(self, path, *args, **kwargs):
+        data = self.host.read_bytes(path, *args, **kwargs)
+        self._swap(path)
+        return data
+
+
+def test_a_pid_given_to_a_new_process_while_it_is_read_is_not_a_rank():
+    """Whichever read the pid changes hands after (stat, environ, stat, cmdline, stat), the rank
+    is never a mix of the two processes: it is read as gone, or (before any read) as the new one."""
+    for after in range(1, 6):
+        host = _Reused(proc_host({90: {"env": {"RANK": "3", "WORLD_SIZE": "4"}}}), after)
+        found = discovery.discover(host, pids=[90])
+        mixed = [r for r in found.ranks if r.rank == 3 and r.start_ticks == 987654]
+        assert not mixed, (after, found.ranks)
+        assert not found.ranks or found.ranks[0].rank is None or found.ranks[0].start_ticks != 987654, after
+    # the control: left alone, pid 90 is rank 3
+    (rank,) = discovery.discover(proc_host({90: {"env": {"RANK": "3", "WORLD_SIZE": "4"}}}), pids=[90]).ranks
+    assert rank.rank == 3

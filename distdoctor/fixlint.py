@@ -66,10 +66,13 @@ _SSH_OPTS_WITH_ARG = set("bcDEeFIiJLlmOopQRSWw")
 
 def _live_substitutions(line: str) -> list[re.Match]:
     """The $(...) of line that the shell runs: not those inside single quotes (a quoted value,
-    `pip install 'torch==$(x)'`, is a word), nor escaped ones."""
+    `pip install 'torch==$(x)'`, is a word), escaped ones, or those in a trailing comment."""
     quoted = [False] * (len(line) + 1)
     single = double = escaped = False
     for i, ch in enumerate(line):
+        if ch == "#" and not (single or double or escaped) and (i == 0 or line[i - 1] in " \t;&|("):
+            quoted[i:] = [True] * (len(line) + 1 - i)  # a comment: nothing after it runs
+            break
         quoted[i] = single or escaped
         if escaped:
             escaped = False

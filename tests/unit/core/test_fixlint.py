@@ -157,6 +157,7 @@ def test_a_substitution_inside_single_quotes_is_a_word_not_a_command():
     from distdoctor import fixlint
 
     assert fixlint.lint("pip install 'torch==$(pwned)'", None) == []
+    assert fixlint.lint("nvidia-smi -L   # on $(pwned); then drain it", None) == []
     # ssh's command runs in the node's shell: quoted once, the substitution runs there
     for live in ("echo $(pwned)", 'echo "$(pwned)"', "echo 'a'$(pwned)'b'", "ssh node1 'ls $(pwned)'"):
         assert any("'pwned' is not a command" in p for p in fixlint.lint(live, None)), live

@@ -1,10 +1,13 @@
 """How many of the labelled real captures the hardware checks judge right (docs/hardware.md).
 
-Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink,fabric_manager}/INDEX.md and tests/data/ib_sysfs has
-a label: faulty (a fault a node should be drained or inspected for), app (only the application's
-own errors) or healthy. Each is put on a FakeHost the way the checks read a live node (nvidia-smi
--q/-q -x answered from the capture, a kernel log as /dev/kmsg, a sysfs tree as files) and the
-checks that read it run through the engine. Printed: per capture the verdict, then faults named,
+Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink,fabric_manager,dcgmi,perfquery,
+nvidia_smi_fabric,imex}/INDEX.md and tests/data/ib_sysfs has a label: faulty (a fault a node should
+be drained or inspected for), app (only the application's own errors), warning (worth a look, never
+a drain) or healthy. Each is put on a FakeHost the way the checks read a live node (nvidia-smi
+-q/-q -x answered from the capture, a kernel log as /dev/kmsg, a sysfs tree as files, dcgmi health
+-c as dcgmi's answer) and the checks that read it run through the engine; the outputs distdoctor
+reads only from a paste (dcgmi diag, perfquery, ibqueryerrors, a Fabric section, nvidia-imex-ctl)
+go through `distdoctor log`'s paste reader. Printed: per capture the verdict, then faults named,
 false drains of healthy or application-only nodes.
 
     python bench/hardware_accuracy.py
@@ -20,14 +23,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from distdoctor.checks import gpufabric, gpuhealth, ib  # noqa: E402
+from distdoctor.checks import dcgm, gpufabric, gpuhealth, ib  # noqa: E402
 from distdoctor.hardware.actions import needs_drain  # noqa: E402
+from distdoctor.logs import pasted  # noqa: E402
 from distdoctor.model import Status  # noqa: E402
 from distdoctor.testing import FakeHost, fixture_text, run_check  # noqa: E402
 
 DATA = os.path.join(ROOT, "tests", "data")
 TABLE = os.path.join(DATA, "nvidia_smi", "nvidia-smi_565_8xH100SXM_cuda12.7.txt")
 H100 = os.path.join(DATA, "nvidia_smi_q", "q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt")
+PASTED = ("perfquery", "nvidia_smi_fabric", "imex")
 GPU_CHECKS = [gpuhealth.memory_errors, gpuhealth.pcie_link, gpuhealth.throttle, gpufabric.mig_consistency,
               gpufabric.fabric]
 
@@ -36,8 +41,9 @@ def labels(folder: str) -> dict[str, str]:
     out = {}
     for line in open(os.path.join(DATA, folder, "INDEX.md")):
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) > 4 and cells[3] in ("faulty", "healthy", "app"):
-            out[cells[1]] = cells[3]
+        word = re.split(r"[:\s(]", cells[3], maxsplit=1)[0] if len(cells) > 4 else ""
+        if word in ("faulty", "healthy", "app", "warning"):
+            out[cells[1]] = word
     return out
 
 
@@ -70,6 +76,11 @@ def judge(folder: str, name: str) -> str:
                                   ("systemctl", "is-active", "nvidia-fabricmanager"): "active\n",
                                   ("journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q"): text})
         findings = run_check(gpufabric.fabric, host, {"window_hours": 1e9})
+    elif folder == "dcgmi" and name.startswith("health_c"):
+        findings = run_check(dcgm.dcgm_health, FakeHost(commands={("dcgmi", "health", "-c"): text}))
+    elif folder in PASTED or folder == "dcgmi":
+        runs = pasted.runs([(name, "pasted:\n" + text + "\n")])
+        findings = [f for r in runs if not r.id.startswith("log.") or r.id == "log.pasted-output" for f in r.findings]
     else:  # nvlink -e: links from a status with every listed link active
         gpus = sorted({int(g) for g in re.findall(r"^GPU (\d+):", text, re.M)})
         status = "".join(f"GPU {g}: x (UUID: GPU-{g})\n" + "".join(f"\t Link {i}: 25 GB/s\n" for i in range(6))
@@ -83,9 +94,16 @@ def judge(folder: str, name: str) -> str:
 
 def main() -> int:
     named = faults = false_drains = clean = 0
-    for folder in ("nvidia_smi_q", "kernel_log", "nvlink", "fabric_manager"):
+    warned = warnings = 0
+    for folder in ("nvidia_smi_q", "kernel_log", "nvlink", "fabric_manager", "dcgmi", *PASTED):
         for name, label in sorted(labels(folder).items()):
             got = judge(folder, name)
+            if label == "warning":  # looked at, never drained
+                warnings += 1
+                warned += got == "inspect" or got == "ok"
+                print(f"{'ok ' if got != 'drain' else 'BAD'} {label:<8} {got:<8} {folder}/{name}")
+                false_drains += got == "drain"
+                continue
             right = (got in ("drain", "inspect")) if label == "faulty" else (got in ("ok", "app"))
             print(f"{'ok ' if right else 'BAD'} {label:<8} {got:<8} {folder}/{name}")
             if label == "faulty":
@@ -103,7 +121,8 @@ def main() -> int:
     faults += 1
     named += got in ("drain", "inspect")
     print(f"{'ok ' if got != 'ok' else 'BAD'} faulty   {got:<8} ib_sysfs/h100_8hca_gpud")
-    print(f"\nfaults named: {named} of {faults}; false drains: {false_drains} of {clean} healthy or application-only")
+    print(f"\nfaults named: {named} of {faults}; false drains: {false_drains} of {clean + warnings} healthy, "
+          f"application-only or warning-only ({warnings} warning-only, none drained: {warned == warnings})")
     return 0
 
 

@@ -136,7 +136,9 @@ def inventory(ctx: Context):
     gpus = inv.gpus
     models = sorted({g.name for g in gpus})
     driver = ctx.facts.gpu_driver
-    evidence = {"source": inv.source, "driver_version": driver.driver_version, "count": len(gpus),
+    # why NVML did not answer, where nvidia-smi did: the fallback is visible in the report
+    evidence = {"source": inv.source, "nvml": driver.nvml_status or None, "driver_version": driver.driver_version,
+                "count": len(gpus),
                 "expected_count": expected or None, "unreported_fields": list(inv.unreported),
                 "table": {"columns": ["GPU", "name", "bus id", "memory MiB", "uuid"],
                           "rows": [[g.index, g.name, g.bus_id or "?", g.memory_total_mib or "?", g.uuid or "?"]

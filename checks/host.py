@@ -117,7 +117,7 @@ def nccl_env(ctx: Context):
         if setting is None or not setting.value.strip():
             continue
         where = "the environment" if setting.source == "environment" else setting.source
-        fix = f"unset {name}" if setting.source == "environment" else f"sed -i '/^{name}=/d' {setting.source}"
+        fix = fixes.drop_setting(name, setting.source)
         number = _nccl_integer(setting.value)
         if number is None:
             yield warn(f"{name}={setting.value[:40]!r} (from {where}) is not an integer: NCCL ignores it and "

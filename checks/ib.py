@@ -11,35 +11,13 @@ from collections import defaultdict
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.hardware import read_ib_counters
+from distdoctor.hardware.ibcounters import judge_counters
 from distdoctor.hardware.thresholds import load as thresholds
 from distdoctor.text import plural
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
 
 CHECK_TIMEOUT = 15.0
-
-
-def judge_counters(first: dict[str, int], second: dict[str, int] | None, seconds: float,
-                   uptime: float | None, limits: dict) -> list[tuple[str, str, str, str]]:
-    """(counter, status, action, why) for each counter past its threshold: an increase between
-    two readings, a rate over the counter's life, or a count since boot."""
-    out = []
-    for name, rule in limits.items():
-        value = first.get(name)
-        if value is None:
-            continue
-        action = rule.get("action", "replace-hardware")
-        if second is not None and "increase" in rule and second.get(name, value) - value >= rule["increase"]:
-            out.append((name, "fail", action, f"rose by {second[name] - value} in {seconds:.1f} s (now {second[name]})"))
-            continue
-        if "per_hour" in rule and uptime and uptime > 0:
-            rate = value / (uptime / 3600)
-            if rate > rule["per_hour"] and value > rule["per_hour"]:
-                out.append((name, "fail", action, f"{value} since boot, {rate:.0f}/h (limit {rule['per_hour']}/h)"))
-                continue
-        if "since_boot" in rule and value >= rule["since_boot"]:
-            out.append((name, "warn", action, f"{value} since boot (looked at from {rule['since_boot']})"))
-    return out
 
 
 @check("ib.port-counters", title="InfiniBand/RoCE port error counters are within published thresholds",

@@ -16,7 +16,7 @@ from distdoctor import fixes, loopback_name
 from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
 from distdoctor.parsers.etc_hosts import HostsLine, loopback_lines
 from distdoctor.facts.net import InterfaceTable, Peer
-from distdoctor.netif import PHYSICAL_KINDS, Interface
+from distdoctor.netif import PHYSICAL_KINDS, SHAPING_QDISCS, Interface
 from distdoctor.nccl_socket import (NcclChoice, parse_ifname_list, predict_nccl_interfaces, shell_word)
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
@@ -263,15 +263,17 @@ def nccl_socket_interface(ctx: Context):
                                + (f" Use {best.name} ({network.judge(best)[1]})." if best else ""),
                    fix=fix)
     else:
-        others = [p for p in choice.sockets[1:]]
-        bad_others = []
-        for p in others:
+        # one cause, said once: the interfaces that share a reason are named together
+        # (six link-local-only veths once repeated the IPv6 reason six times, cut off mid-list)
+        by_reason: dict[str, list[str]] = {}
+        for p in choice.sockets[1:]:
             other = table.get(p.interface)
             good, reason = network.judge(other) if other else (False, "unknown")
             if not good:
-                bad_others.append(f"{p.interface} ({reason})")
+                by_reason.setdefault(reason, []).append(p.interface)
+        bad_others = [f"{', '.join(names)} ({reason})" for reason, names in by_reason.items()]
         if bad_others:
-            yield warn(f"NCCL's socket transport will also use {', '.join(bad_others)}", subject=pick.interface,
+            yield warn(f"NCCL's socket transport will also use {'; '.join(bad_others)}", subject=pick.interface,
                        evidence={**evidence, "table": _interface_table(table, choice)},
                        explanation="NET/Socket spreads traffic over every interface it selected; connections "
                                    "over an unreachable one hang.", fix=fix)
@@ -628,7 +630,15 @@ def link_speed_mtu(ctx: Context):
                                "by what the path carries, not by this node alone. nccl-test measures each pair of "
                                "nodes' path when a large transfer stalls and names the interface to change.",
                    fix=f"ip -br link show {names}   # compare with the other nodes; then: srun -N2 distdoctor nccl-test")
-    if not slow and len(set(mtus.values())) <= 1:
+    shaped = [i for i in network if i.qdisc in SHAPING_QDISCS]
+    for i in shaped:
+        yield warn(f"{i.name} has a {i.qdisc} queueing discipline: {SHAPING_QDISCS[i.qdisc]}", subject=i.name,
+                   evidence={"qdisc": i.qdisc},
+                   explanation="A shaper on the interface NCCL uses makes every transfer of the job crawl or stall; "
+                               "nothing on a training node needs one. Removing the root qdisc gives the interface "
+                               "its default queue back, and takes away only the limit.",
+                   fix=fixes.remove_shaper(i.name, here=ctx.facts.hostname))
+    if not slow and not shaped and len(set(mtus.values())) <= 1:
         desc = ", ".join(f"{i.name} {i.speed or '?'} Mb/s mtu {i.mtu or '?'}" for i in network)
         yield ok(desc, evidence={"interfaces": {i.name: {"speed": i.speed, "mtu": i.mtu} for i in network}},
                  explanation="Compare the MTU with the other nodes: it must match along the path.")

@@ -5,9 +5,11 @@ software. `distdoctor inventory --snapshot` writes such a table from a known-goo
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
-from distdoctor import fixes, inventory
+from distdoctor import fixes, inventory, remote
+from distdoctor.text import one_line
 from distdoctor.api import Context, check, fail, ok, skip, warn
 
 # Fixes for facts whose remedy is known; {node} is this node. Other facts get the generic
@@ -16,8 +18,8 @@ FIXES: dict[str, str] = {
     "gpu.count": "nvidia-smi -L   # on {node}: a GPU missing from the list fell off the bus; drain the node and "
                  "reseat or replace it (nvidia-smi -q | grep -i -A3 'retired\\|xid')",
     "gpu.driver": "# on {node}: install NVIDIA driver {reference} (the same package as the other nodes), then reboot",
-    "nccl.version": "pip install 'nvidia-nccl-cu12{pip_spec}'   # on {node}, in the job's environment",
-    "torch.version": "pip install 'torch{pip_spec}'   # on {node}, in the job's environment",
+    "nccl.version": "pip install {nccl_requirement}   # on {node}, in the job's environment",
+    "torch.version": "pip install {torch_requirement}   # on {node}, in the job's environment",
     "kernel": "# on {node}: boot kernel {reference} (the same as the other nodes)",
 }
 # Facts whose fix is a named remedy (distdoctor/fixes.py), for this node and the expected value.
@@ -51,8 +53,12 @@ def _finding(compare, diff, facts, node, sources, incomplete):
     finding = compare.to_finding(diff, noun="node")
     value = facts.get(key, compare.ABSENT)
     template = FIXES.get(key)
-    fix: object = template.format(node=node, reference=_bare(diff.reference),
-                                  pip_spec=_pip_spec(diff.reference)) if template else finding.fix
+    # The node's name and the expected value (the config file's) go into comments as one line
+    # and into commands as one shell word each: a newline or a quote in them runs nothing.
+    spec = _pip_spec(diff.reference)
+    fix: object = template.format(node=one_line(str(node)), reference=one_line(_bare(diff.reference)),
+                                  nccl_requirement=shlex.quote(f"nvidia-nccl-cu12{spec}"),
+                                  torch_requirement=shlex.quote(f"torch{spec}")) if template else finding.fix
     if key in REMEDIES:
         fix = REMEDIES[key](node, _bare(diff.reference))
     absent = key not in facts
@@ -87,7 +93,8 @@ def expectations(ctx: Context):
         yield warn(f"[expect] names {key!r}, which is not an inventory fact", subject=key,
                    evidence={"source": sources.get(key, "")},
                    explanation="Names are listed in docs/inventory.md and by `distdoctor inventory`.",
-                   fix=f"# fix or remove {key!r} in {sources.get(key, 'the config file').rsplit(':', 1)[0]}")
+                   fix=remote.comment(f"fix or remove {key!r} in "
+                                      f"{sources.get(key, 'the config file').rsplit(':', 1)[0]}"))
     # `health` judges a node by its Slurm name (--node, SLURMD_NODENAME): the fixes are for that node.
     node = ctx.facts.options.get("node") or ctx.facts.hostname
     facts = ctx.facts.inventory

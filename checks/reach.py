@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 from distdoctor import fixes
 from distdoctor.api import Context, Finding, Fix, check, fail, ok, skip, warn
 from distdoctor.facts import reach as R
+from distdoctor.facts.net import own_names
 from distdoctor.model import Status
 from distdoctor.parsers import ssh as S
 
@@ -340,11 +341,17 @@ def hosts(ctx: Context) -> Iterator[Finding]:
     rendezvous = _rendezvous_ports(ctx.host.env)
     bad: set[int] = set()
     worst = Status.OK
+    own = own_names(ctx.facts)
     for i, row in enumerate(rows):
         for column in columns:
             result = row.probes[column]
             status = _severity(column, result.kind, targets.origin)
             if status is Status.OK:
+                continue
+            if result.kind == R.LOOPBACK and row.target.name in own:
+                # this node's own name on loopback reaches this node; what it does to the other nodes
+                # (gloo and NCCL advertise 127.x) is net.gloo-socket-interface's finding, with the
+                # /etc/hosts line and its fix: said once, there
                 continue
             port = result.data.get("port")
             if (result.kind == R.REFUSED and column not in (R.SSH, R.SSH_PORT, R.NAME)

@@ -8,6 +8,8 @@ node that do not match GPUs per node, a training script started by sbatch withou
 
 from __future__ import annotations
 
+import ipaddress
+
 import shlex
 
 from distdoctor.api import Context, Fix, check, fail, ok, skip, warn
@@ -474,6 +476,16 @@ def torch_wiring(ctx: Context):
              evidence=evidence)
 
 
+def _ips(addresses) -> set:
+    out = set()
+    for a in addresses:
+        try:
+            out.add(ipaddress.ip_address(str(a).split("%")[0]))
+        except ValueError:
+            continue
+    return out
+
+
 def _master_addr(ctx: Context, value: str | None, first: str | None, env, evidence: dict):
     fix = MASTER_ADDR_FIX
     job_nodes = env.nodelists.get("SLURM_JOB_NODELIST")
@@ -504,8 +516,18 @@ def _master_addr(ctx: Context, value: str | None, first: str | None, env, eviden
     if first is None or addr == first:
         return
     first_addrs = ctx.host.resolve(first, timeout=3)
-    if set(first_addrs.addresses) & set(resolved.addresses):
-        return  # an address or alias of the first node is just as good
+    wanted = _ips(resolved.addresses)
+    if _ips(first_addrs.addresses) & wanted:
+        return  # an address or alias of the first node is just as good (fd43:0::11 is fd43::11)
+    here = {ctx.env.get("SLURMD_NODENAME"), ctx.facts.hostname.split(".", 1)[0]}
+    if first in here:
+        mine = _ips(a.address for i in ctx.facts.interfaces.interfaces for a in i.addresses)
+        if mine & wanted:
+            return  # this is the first node, and MASTER_ADDR is one of its addresses (an IPv6 one, say)
+    elif wanted and not {ip.version for ip in wanted} & {ip.version for ip in _ips(first_addrs.addresses)}:
+        # the first node's name resolves here to the other family only: whether MASTER_ADDR is one
+        # of its addresses only the first node can tell, and its own run of this check does
+        return
     yield fail(f"MASTER_ADDR={addr} is not the first node of the step ({first})", subject="MASTER_ADDR",
                evidence={**evidence, "first_node_resolves_to": list(first_addrs.addresses)},
                explanation="Rank 0 runs on the first node of the step and hosts the rendezvous store there; other "

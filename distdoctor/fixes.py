@@ -1,5 +1,6 @@
 """Named remedies, each written once: the locked-memory limit, /dev/shm, the interface NCCL and
-gloo use, a firewall letting peers in, the MTU, and a hostname that resolves to loopback.
+gloo use, a firewall letting peers in, a shaper on the interface, host networking for a rank
+behind NAT, the MTU, and a hostname that resolves to loopback.
 
 Each returns a `Fix` record (distdoctor/remote.py renders it); checks, the node comparison,
 nccl-test and the log doctor call these instead of spelling the commands themselves, so a
@@ -11,6 +12,8 @@ says what to do in a comment instead.
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Iterable, Sequence
 
 from distdoctor.nccl_socket import shell_word, suggest_ifname
@@ -118,6 +121,28 @@ def firewall_open_port(nodes: Sequence[str], port: int) -> tuple[Fix, ...]:
     )
 
 
+# --- a shaper on the interface (tc tbf/netem/...: a rate limit, emulated delay or loss) -------------
+
+def remove_shaper(interface: str, nodes: Sequence[str] = (), here: str = "") -> Fix:
+    """The interface's root qdisc deleted: the kernel gives it its default queue back."""
+    if not plain(interface):
+        return Fix((), tuple(nodes), _where(here, "remove the shaper on its interface: tc qdisc del dev IF root"))
+    return Fix((f"tc qdisc show dev {interface}", f"tc qdisc del dev {interface} root"), tuple(nodes),
+               _where(here, "unless someone set it on purpose"))
+
+
+# --- a rank behind NAT (a container on a bridge network: nccl#929, pytorch#79388) -----------------
+
+HOST_NETWORKING = ("restart its container with host networking: docker run --network=host (podman the same; "
+                   "Kubernetes: hostNetwork: true), or run the rank on the host itself; no NCCL_SOCKET_IFNAME or "
+                   "MASTER_ADDR makes a NATed address reachable")
+
+
+def host_networking(nodes: Sequence[str] = ()) -> Fix:
+    """No command can be right here: the container is restarted by whoever starts it."""
+    return Fix((), tuple(nodes), HOST_NETWORKING)
+
+
 # --- the MTU (every hop must agree; a smaller one black-holes full-size packets) -----------------
 
 MTU_PERSIST = ("lasts until a reboot: the distribution's network config, and every switch port on the path, must "
@@ -165,6 +190,22 @@ def pip_install(package: str, version: object, nodes: Sequence[str] = ()) -> Fix
     public, _, build = str(version).partition("+")
     index = f" --index-url https://download.pytorch.org/whl/{build}" if build else ""
     return Fix((f"python3 -m pip install {package}=={public}{index}",), nodes, PIP_ENV)
+
+
+# --- a setting left in the environment or a config file ----------------------------------------
+
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def drop_setting(name: str, source: str = "environment") -> Fix:
+    """name unset (source "environment") or its line deleted from the file source. The path
+    comes from the machine ($NCCL_CONF_FILE, a home directory): quoted as one word, never read
+    as shell."""
+    if not _VARIABLE.match(name):
+        return Fix(comment=f"remove the setting {name!r} from {source}")
+    if source == "environment":
+        return Fix((f"unset {name}",))
+    return Fix((f"sed -i {shlex.quote(f'/^{name}=/d')} {shlex.quote(source)}",))
 
 
 # Remedies a data file names (signatures.toml: `remedy = "memlock"`), each for the nodes given.

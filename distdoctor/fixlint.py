@@ -31,7 +31,7 @@ from distdoctor.remote import Fix, render, script
 # Commands a fix may start with: tools a cluster user has, by name (PATH lookups would make the
 # linter depend on the machine it runs on).
 COMMANDS = frozenset("""
-    apt-get apt awk cat chmod chown cp curl df dmesg dnf docker du env ethtool findmnt free getent
+    show_gids apt-get apt awk cat chmod chown cp curl df dmesg dnf docker du env ethtool findmnt free getent
     git grep head horovodrun hostname ibstat ibstatus ibv_devinfo ibv_devices id install ip
     iptables journalctl kill ldconfig ldd less ln ls lsmod lspci modprobe module mount mkdir mktemp
     mpiexec mpirun mv nc nft nproc numactl nvidia-smi nvidia-persistenced ompi_info pip pip3 ping
@@ -62,6 +62,24 @@ _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
 _REDIRECTS = {">", ">>", "<", "<<", ">&", "<&", ">|"}
 _SSH_OPTS_WITH_ARG = set("bcDEeFIiJLlmOopQRSWw")
+
+
+def _live_substitutions(line: str) -> list[re.Match]:
+    """The $(...) of line that the shell runs: not those inside single quotes (a quoted value,
+    `pip install 'torch==$(x)'`, is a word), nor escaped ones."""
+    quoted = [False] * (len(line) + 1)
+    single = double = escaped = False
+    for i, ch in enumerate(line):
+        quoted[i] = single or escaped
+        if escaped:
+            escaped = False
+        elif ch == "\\" and not single:
+            escaped = True
+        elif ch == "'" and not double:
+            single = not single
+        elif ch == '"' and not single:
+            double = not double
+    return [m for m in _SUBSTITUTION.finditer(line) if not quoted[m.start()]]
 
 
 def _lo_offered(var: str, value: str) -> bool:
@@ -192,10 +210,10 @@ def lint(fix: str, path_exists: Callable[[str], bool] | None = None, on_node: bo
         # $((...)) is a number and $(...) a command of its own: lint it as one, then read the
         # substitution as one word of the line around it.
         line = _ARITHMETIC.sub("0", line)
-        while _SUBSTITUTION.search(line):
-            for inner in _SUBSTITUTION.findall(line):
-                problems += lint(inner, path_exists)
-            line = _SUBSTITUTION.sub("SUBSTITUTION", line)
+        while (found := _live_substitutions(line)):
+            for match in reversed(found):
+                problems += lint(match.group(1), path_exists)
+                line = line[:match.start()] + "SUBSTITUTION" + line[match.end():]
         words = _words(line)
         if isinstance(words, str):
             problems.append(f"{line!r}: {words}")

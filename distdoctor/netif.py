@@ -67,6 +67,18 @@ class Address:
         return self.address if self.prefixlen is None else f"{self.address}/{self.prefixlen}"
 
 
+# Root qdiscs that limit, delay or drop on purpose (the defaults, noqueue, fq_codel, pfifo_fast,
+# mq and fq, are not listed): what each does to a job's traffic.
+SHAPING_QDISCS = {
+    "tbf": "a rate limit (token bucket filter)",
+    "netem": "emulated delay, loss or reordering",
+    "htb": "a rate limit (hierarchical token bucket)",
+    "hfsc": "a rate limit (hierarchical fair service curve)",
+    "cbq": "a rate limit (class based queueing)",
+    "cake": "a rate limit (CAKE shaper)",
+}
+
+
 @dataclass(frozen=True)
 class Interface:
     name: str
@@ -84,6 +96,7 @@ class Interface:
     members: tuple[str, ...] = ()  # for bridges and bonds: their enslaved interfaces
     driver: str = ""
     notes: tuple[str, ...] = field(default=())  # what could not be read about it
+    qdisc: str = ""  # root queueing discipline, from `ip -d -j link`
 
     @property
     def state(self) -> str:

@@ -81,13 +81,16 @@ def shown(names: Iterable[str]) -> str:
 
 
 def argument(command: str) -> str:
-    """command as one argument of ssh or clush: as it is when it is plain words (readable),
-    else quoted once, so that `&&`, `>` and `|` run on the node and not here."""
+    """command as one argument of ssh or clush: as it is when every word is plain (readable),
+    else quoted once, so that `&&`, `>` and `|` run on the node and not here. A word that needs
+    quotes needs them twice: ssh and clush join their arguments and the node's shell parses the
+    line again, so `ssh n ls ';x;'` runs `x` there."""
     try:
-        if shlex.join(shlex.split(command)) == command:
-            return command
+        words = shlex.split(command)
     except ValueError:  # unbalanced quotes
-        pass
+        return shlex.quote(command)
+    if words and " ".join(words) == command and all(shlex.quote(w) == w for w in words):
+        return command
     return shlex.quote(command)
 
 

@@ -243,11 +243,34 @@ def _undelivered(report: Report, job, why: str, host) -> Report:
         network = jobreport.network_toward(resolved.addresses[0], host.net_if_addrs()) if resolved.addresses else ""
     except OSError:
         network = ""
-    summary, explanation, fix = jobreport.undelivered(job, why, network)
+    summary, explanation, fix = jobreport.undelivered(job, why, network, resolved.addresses,
+                                                      _slurm_address(host, job.address), _hosts_text(host))
     run = CheckRun("core.job-report", "This node's report reached rank 0", ("core",), Status.FAIL,
                    (Finding(Status.FAIL, summary, job.address, explanation, "",
                             {"rank0": job.address, "port": job.port, "why": why}, remedy=fix),), 0.0, "distdoctor")
     return dataclasses.replace(report, runs=(run, *report.runs))
+
+
+def _slurm_address(host, node: str) -> str:
+    """Where Slurm reaches node (its NodeAddr), '' outside Slurm or when scontrol cannot say."""
+    from distdoctor.parsers import ParseError
+    from distdoctor.parsers.slurm import parse_node_show
+
+    if not host.env.get("SLURM_JOB_ID") or not node or node.startswith("-"):
+        return ""
+    result = host.run(["scontrol", "show", "node", node], timeout=5.0)
+    try:
+        state = parse_node_show(result.stdout) if result.ok else None
+    except ParseError:
+        return ""
+    return state.address if state is not None and state.name == node else ""
+
+
+def _hosts_text(host) -> str:
+    try:
+        return host.read_text("/etc/hosts", max_bytes=1 << 20) or ""
+    except OSError:
+        return ""
 
 
 def _job_report(args, job, gatherer, job_problem: str, doc: dict, report: Report, host, config,

@@ -33,7 +33,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from distdoctor import launch
 from distdoctor.model import RunContext
@@ -354,6 +354,32 @@ def send_report(p: Plan, key: bytes, report: dict[str, Any], deadline: float) ->
     return f"could not hand the report to rank 0 at {p.address}:{p.port}: {last}"
 
 
+def _stale_name(name: str, resolved: Sequence[str], slurm_address: str) -> bool:
+    import ipaddress
+
+    try:
+        wanted = ipaddress.ip_address(slurm_address)
+        got = {ipaddress.ip_address(a.split("%")[0]) for a in resolved}
+    except ValueError:
+        return False  # NodeAddr a name (or none): nothing to compare addresses with
+    return bool(got) and wanted not in got and not any(a.is_loopback for a in got)
+
+
+def _stale_fix(p: Plan, resolved: Sequence[str], slurm_address: str, hosts_text: str) -> tuple[Fix, ...]:
+    from distdoctor import loopback_name, remote
+    from distdoctor.parsers.etc_hosts import parse_etc_hosts
+
+    short = p.address.split(".", 1)[0].lower()
+    lines = [line for line in parse_etc_hosts(hosts_text) if line.address in resolved
+             and any(n.lower() in (p.address.lower(), short) for n in line.names)]
+    look = Fix((f"getent hosts {p.address}",), (), f"on {p.node}: it should say {slurm_address}") \
+        if remote.plain(p.address) else Fix()
+    if lines and remote.plain(p.node):
+        return (look, loopback_name.hosts_fix(p.node, lines[0], p.address, slurm_address))
+    return (look, Fix(comment=f"map {remote.shown([p.address])} to {slurm_address} in DNS or /etc/hosts on "
+                              f"{remote.shown([p.node])}"))
+
+
 def network_toward(target: str, if_addrs: Mapping[str, Any]) -> str:
     """The network (10.0.0.0/24) of this host's interface on target's subnet, '' when none is:
     what a firewall on the target must let in for this host to reach it."""
@@ -374,13 +400,23 @@ def network_toward(target: str, if_addrs: Mapping[str, Any]) -> str:
     return ""
 
 
-def undelivered(p: Plan, why: str, network: str) -> tuple[str, str, tuple[Fix, ...]]:
+def undelivered(p: Plan, why: str, network: str, resolved: Sequence[str] = (), slurm_address: str = "",
+                hosts_text: str = "") -> tuple[str, str, tuple[Fix, ...]]:
     """(summary, explanation, fix) for a node whose report could not reach rank 0: the report is
     printed here instead, and says which node's firewall to open when the connection timed out
-    (rank 0 drops inbound traffic) or what refused means."""
+    (rank 0 drops inbound traffic) or what refused means. When rank 0's name resolves here to
+    none of the address Slurm reaches that node at (slurm_address, its NodeAddr), the name is
+    the cause, not a firewall: this node's /etc/hosts line (hosts_text) for it is rewritten."""
     from distdoctor import fixes, remote
 
     summary = f"this node's report could not reach rank 0 ({p.address}, port {p.port}): {why}"
+    stale = _stale_name(p.address, resolved, slurm_address)
+    if stale:
+        return (f"{summary}: {p.address} resolves here to {', '.join(resolved)}, but Slurm reaches it at "
+                f"{slurm_address}",
+                "This node's /etc/hosts (or DNS) maps rank 0's node to an address that node does not have (a stale "
+                "entry, an old address): the rendezvous and NCCL look it up the same way and fail alike.",
+                _stale_fix(p, resolved, slurm_address, hosts_text))
     lowered = why.lower()
     if "timed out" in lowered or "timeout" in lowered:
         explanation = (f"Connections to {p.address} time out: its firewall drops inbound traffic (or the network "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from distdoctor import __version__, remote
-from distdoctor.crosscheck import engine
+from distdoctor.crosscheck import engine, identity
 from distdoctor.crosscheck.engine import DIFFER, Rule, fold
 from distdoctor.crosscheck.rules import NODE_RULES, under_slurm
 from distdoctor.model import CheckRun, Finding, Report, RunContext, Status, worst
@@ -163,7 +163,8 @@ def _diff_dict(diff: engine.Difference, finding: Finding) -> dict[str, Any]:
 
 # Nodes that are containers or namespaces on one machine share its kernel (boot id) and often
 # its /etc/machine-id. That is harmless while NCCL can tell them apart: its host hash (hostname +
-# boot id, or NCCL_HOSTID) differs. Only then is a shared boot or machine id left unreported.
+# boot id, or NCCL_HOSTID) differs. Then a shared boot or machine id is no difference; the
+# host-identity run's OK line names the nodes that share a kernel (crosscheck/identity.py).
 _SHARED_BY_ONE_MACHINE = ("host.boot_id", "host.machine_id")
 
 
@@ -219,8 +220,9 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
             missing.append(Missing(node, f"{node}: {exc}", remote.comment(f"look at {node}'s output by hand")))
     no_inventory = [n for n, doc in reports.items() if n in members and not isinstance(doc.get("inventory"), dict)]
 
-    diffs = [_status_of(d) for d in engine.compare(members, rules, expect)
-             if not _same_machine(d, members)] if members else []
+    compared = engine.compare(members, rules, expect) if members else []
+    one_machine = [d for d in compared if _same_machine(d, members)]
+    diffs = [_status_of(d) for d in compared if d not in one_machine]
     findings: dict[str, list[Finding]] = {run_id: [] for run_id, _title in _RUNS}
     for m in missing:
         findings["cluster.reports"].append(Finding(m.status, m.reason, subject=m.node, fix=m.fix))
@@ -232,12 +234,14 @@ def build(reports: Mapping[str, Mapping[str, Any]], *, missing: Sequence[Missing
         return dataclasses.replace(fix, by_file=[n for n in fix.nodes if n in by_file])
 
     diff_findings = [engine.to_finding(diff, address=address) for diff in diffs]
+    diffs, diff_findings = identity.fold_into_hostname(diffs, diff_findings)
     for diff, finding in zip(diffs, diff_findings):
         findings[_run_of(diff)].append(finding)
 
     ok_text = {
         "cluster.reports": f"all {len(members)} nodes answered with a report",
-        "cluster.host-identity": "every node has its own hostname, boot id and NCCL host hash",
+        "cluster.host-identity": identity.one_kernel(one_machine)
+        or "every node has its own hostname, boot id and NCCL host hash",
         "cluster.facts-agree": f"the {len(members)} nodes agree on every compared fact",
         "cluster.expectations": "every node matches the [expect] table" if expect else "no [expect] table given",
         "cluster.check-results": "every check ends the same on every node",

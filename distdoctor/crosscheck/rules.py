@@ -15,7 +15,7 @@ import re
 from typing import Any, Sequence
 
 from distdoctor import fixes, remote
-from distdoctor.crosscheck import engine
+from distdoctor.crosscheck import engine, identity
 from distdoctor.crosscheck.engine import AGREE, DIFFER, Rule
 from distdoctor.model import Status
 from distdoctor.nccl_socket import shell_word
@@ -44,9 +44,25 @@ def _env_fix(diff: engine.Difference) -> str:
     return f"# set {remote.shown([name])} to one value for every rank, before srun/mpirun (mpirun -x {remote.shown([name])})"
 
 
-def _mtu_fix(diff: engine.Difference) -> Fix:
+def _mtu_fix(diff: engine.Difference) -> Fix | list[Fix]:
     iface = _IFACE.match(diff.key)
-    return fixes.mtu(iface.group(1) if iface else "", diff.reference, diff.outliers)
+    name = iface.group(1) if iface else ""
+    if diff.reference is not None:
+        return fixes.mtu(name, diff.reference, diff.outliers)
+    # No majority (two nodes, or a tie): which side is wrong is the path's to say, and only a
+    # measurement knows it. Lowering the larger MTUs to the smallest is the change that cannot
+    # make it worse (every hop carries what the smallest end sends); raising is the alternative.
+    values = [g.value for g in diff.groups]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return Fix()
+    low = min(values)
+    above = [m for g in diff.groups if g.value != low for m in g.members]
+    below = [m for g in diff.groups if g.value == low for m in g.members]
+    lower = fixes.mtu(name, low, above)
+    if not lower:
+        return Fix()
+    return [lower, Fix(comment=f"or raise {remote.shown(below)} to {max(values)} instead, if every hop between the "
+                               "nodes carries it (distdoctor nccl-test measures the path when a transfer stalls)")]
 
 
 def _install_fix(what: str):
@@ -98,11 +114,11 @@ NODE_RULES: tuple[Rule, ...] = (
     Rule("host.boot_id", "boot id", DIFFER, Status.FAIL,
          "NCCL's host hash includes the boot id: nodes sharing one (cloned images, containers on one "
          "kernel) with one hostname are taken for one host",
-         "# {nodes} share a kernel or a cloned boot id: run one job task per host, or set a distinct NCCL_HOSTID on each"),
+         identity.boot_id_fix),
     Rule("host.machine_id", "machine id", DIFFER, Status.WARN,
          "a machine id shared by several nodes means cloned images; tools that key on it (systemd, "
          "DHCP client ids) confuse the nodes",
-         run="rm -f /etc/machine-id && systemd-machine-id-setup"),
+         identity.machine_id_fix),
     Rule("nccl.host_hash", "NCCL host hash", DIFFER, Status.FAIL,
          "NCCL treats ranks with the same host hash as one host and tries shared memory and P2P between them",
          "# give {nodes} distinct hostnames, or export a distinct NCCL_HOSTID on each"),
@@ -142,6 +158,16 @@ NODE_RULES: tuple[Rule, ...] = (
          "# then drain {nodes}: a missing GPU is a hardware fault", run="nvidia-smi -L"),
     Rule("gpu.model", "GPU model", AGREE, Status.WARN,
          "mixed GPU models run at the speed of the slowest and may need different builds", ""),
+    # One multi-node NVLink domain (GB200/GB300 NVL72): GPUs reach each other over NVLink only
+    # within one ClusterUUID and CliqueId. A node whose GPUs did not join the domain reports a
+    # zero ClusterUUID and clique 0 (Azure/azhpc-images#506: Status "Insufficient Resources").
+    Rule("gpu.fabric.cluster_uuid", "NVLink domain (ClusterUUID)", AGREE, Status.WARN,
+         "nodes in different NVLink domains (or outside any) reach each other only over the network: "
+         "a job laid out for one NVL72 domain loses its NVLink bandwidth, and IMEX-shared memory "
+         "fails across the domains", run="nvidia-smi -q -d FABRIC"),
+    Rule("gpu.fabric.clique", "NVLink clique (CliqueId)", AGREE, Status.WARN,
+         "GPUs in different cliques of one NVLink domain cannot reach each other over NVLink",
+         run="nvidia-smi -q -d FABRIC"),
     # Network and limits.
     Rule("net.if.*.mtu", "MTU of *", AGREE, Status.FAIL,
          "an MTU smaller on some nodes drops or fragments the large packets the others send: "

@@ -15,6 +15,7 @@ from typing import Any
 from distdoctor.facts import fact
 from distdoctor.facts.gpu import GpuProblem, command_problem, unreadable
 from distdoctor.parsers import ParseError
+from distdoctor.parsers.dcgmi import DcgmHealth, parse_health
 from distdoctor.parsers.fabric_manager import FabricManagerLog, parse_fabric_manager_log
 from distdoctor.parsers.kernel_log import KernelEvent, KernelLog, parse_kernel_log
 from distdoctor.parsers.nvidia_smi_query import QueryGpu, parse_query_text, parse_query_xml
@@ -257,3 +258,35 @@ def fabric_manager_log(facts) -> FabricManagerState:
     if result.ok and result.stdout.strip():
         return FabricManagerState(parse_fabric_manager_log(result.stdout), "journalctl -u nvidia-fabricmanager")
     return FabricManagerState(problem=f"{problem}; journalctl: {result.describe() if not result.ok else 'empty'}")
+
+
+DCGMI_TIMEOUT = 10.0  # `dcgmi health -c` answers from the host engine's cache in well under a second
+
+
+@dataclass(frozen=True)
+class DcgmHealthState:
+    """`dcgmi health -c`: the report, or why there is none (state: absent, hung, error, ok)."""
+    health: DcgmHealth | None = None
+    state: str = "absent"
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@fact
+def dcgm_health(facts) -> DcgmHealthState:
+    """DCGM's passive health watches, where dcgmi is installed; bounded by DCGMI_TIMEOUT."""
+    host = facts.host
+    if host.which("dcgmi") is None:
+        return DcgmHealthState()
+    result = host.run(["dcgmi", "health", "-c"], timeout=DCGMI_TIMEOUT)
+    if result.missing:
+        return DcgmHealthState()
+    if result.timed_out:
+        return DcgmHealthState(state="hung", detail=result.describe(), seconds=DCGMI_TIMEOUT)
+    text = (result.stdout or "") + "\n" + (result.stderr or "")
+    try:
+        return DcgmHealthState(parse_health(text), "ok", "", result.duration or 0.0)
+    except ParseError:
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        return DcgmHealthState(state="error", detail=f"{result.describe()}: {first[:200]}" if first
+                               else result.describe())

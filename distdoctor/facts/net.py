@@ -146,7 +146,7 @@ def _interface(host, name: str, link: IpLink | None, addrs: list[dict], stats: d
     return Interface(name=name, ifindex=link.ifindex if link else _int(_read(host, f"{base}/ifindex")), kind=kind,
                      link_kind=link.info_kind if link else "", admin_up=admin_up, running=running, carrier=carrier,
                      operstate=operstate, addresses=addresses, speed=speed, mtu=mtu, master=master,
-                     members=members, driver=driver, notes=tuple(notes))
+                     members=members, driver=driver, notes=tuple(notes), qdisc=link.qdisc if link else "")
 
 
 @fact

@@ -10,6 +10,8 @@ line is missing or garbled is named, not waited for.
 
 from __future__ import annotations
 
+import shlex
+
 import json
 import re
 from typing import Sequence
@@ -109,7 +111,8 @@ def job(host, job_id: str, timeout: float, native: bool = False) -> tuple[list[d
             continue
         why = bad.get(node) or (f"no answer within {node_bound:g} s" if res.timed_out else
                                 f"no answer{f' (srun: {tail})' if tail else ''}")
-        missing.append((node, f"{node}: {why}", remote.on([node], f"python3 -m distdoctor hang --job {job_id}")))
+        missing.append((node, f"{node}: {why}", remote.on([node], shlex.join(["python3", "-m", "distdoctor", "hang",
+                                                                                    "--job", str(job_id)]))))
     return snapshots, missing
 
 

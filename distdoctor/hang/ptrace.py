@@ -66,6 +66,11 @@ def judge(scope: int | None, cap_eff: int | None, my_uid: int, target_uids: set[
                             f"{'this user' if not others else 'other users'}")
 
 
+# Every fix judge() can give: a snapshot read back from another node is trusted to carry one of
+# these and nothing else (a snapshot is JSON anyone on that node could have written).
+KNOWN_FIXES = frozenset(judge(scope, 0, 0, others).fix for scope in (None, 1, 2, 3) for others in (set(), {1}))
+
+
 def check(host, pids: list[int]) -> Permission:
     try:
         scope_text = host.read_text(SCOPE_FILE, max_bytes=64)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from distdoctor import remote
-from distdoctor.hang import grouping
+from distdoctor.hang import grouping, ptrace
 from distdoctor.hang.discovery import RankProcess
 from distdoctor.hang.stacks import StackDump
 from distdoctor.model import CheckRun, Finding, Status, worst
@@ -52,6 +52,18 @@ def _run(check_id: str, title: str, findings: list[Finding], empty: str = "nothi
 def _on(here: str, node: str, command: str) -> str:
     """command for node: as it is when the report is read on that node, else through remote."""
     return command if node == here else remote.on([node], command)
+
+
+def ptrace_fix(pt: dict, here: str, node: str) -> str:
+    """The fix a node's snapshot gives for py-spy's permission, for that node: only one that
+    distdoctor itself writes (ptrace.KNOWN_FIXES), its commands addressed to the node."""
+    text = str(pt.get("fix") or "")
+    if not text:
+        return ""
+    if text not in ptrace.KNOWN_FIXES:
+        return remote.comment(f"on {node}: run distdoctor hang there for the way to let py-spy read the ranks "
+                              "(its snapshot's own fix is not one distdoctor writes)")
+    return "\n".join(line if line.startswith("#") else _on(here, node, line) for line in text.splitlines())
 
 
 def pyspy_line(pyspy: str, pid: int, native: bool = True) -> str:
@@ -130,7 +142,7 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
             snap = next((s for s in snapshots if s.get("node") == r.node), {})
             pt = snap.get("ptrace") or {}
             explanation = f"{pt.get('why')}. py-spy: {r.stack.detail}" if pt.get("why") else r.stack.detail
-            fix = "" if ptrace_shown else str(pt.get("fix") or "")
+            fix = "" if ptrace_shown else ptrace_fix(pt, here, str(snap.get("node") or r.process.host))
             ptrace_shown = True
         elif kind in ("timeout", "failed", "garbled"):
             fix = _on(here, r.process.host, f"timeout 30 {pyspy_line('py-spy', r.process.pid, native=False)}")
@@ -140,7 +152,8 @@ def stacks_run(snapshots: Sequence[dict], ranks: list[Rank], here: str) -> Check
     for snap in snapshots:
         pt = snap.get("ptrace") or {}
         if pt and not pt.get("allowed") and not ptrace_shown and snap.get("ranks"):
-            findings.append(Finding(Status.FAIL, f"{snap.get('node')}: {pt.get('why')}", fix=str(pt.get("fix") or "")))
+            findings.append(Finding(Status.FAIL, f"{snap.get('node')}: {pt.get('why')}",
+                                    fix=ptrace_fix(pt, here, str(snap.get("node") or ""))))
             ptrace_shown = True
     read = [r for r in ranks if not r.stack.error]
     if read:

@@ -3,6 +3,7 @@ distdoctor.parsers.nvidia_smi_query.QueryGpu), so that both sources are judged t
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable
 
 # NVML's clock-event reason bits (nvml.h, nvmlClocksEventReason*), named as nvidia-smi -q -x names them.
@@ -15,6 +16,17 @@ FABRIC_STATES = {0: "", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 NVLINK_MAX_LINKS = 18
 # nvmlNvLinkErrorCounter_t: DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA
 NVLINK_COUNTERS = ((0, "replay"), (1, "recovery"), (2, "crc"), (3, "crc_data"))
+
+
+def _uuid(raw: Any) -> str:
+    """nvmlGpuFabricInfo_t.clusterUuid (16 bytes, or a ctypes array of them) as 8-4-4-4-12 hex."""
+    try:
+        data = bytes(raw)[:16] if raw is not None else b""
+    except (TypeError, ValueError):
+        return ""
+    if len(data) != 16:
+        return ""
+    return str(uuid.UUID(bytes=data))
 
 
 def clock_reason_names(mask: int | None) -> tuple[str, ...]:
@@ -65,6 +77,11 @@ def read(pynvml: Any, handle: Any, ask: Callable[..., Any], reasons: int | None)
         "fabric_state": FABRIC_STATES.get(getattr(fabric, "state", 0), "") if fabric is not None else "",
         "fabric_status": ("Success" if getattr(fabric, "status", 1) == 0 else f"error {getattr(fabric, 'status', '?')}")
                          if fabric is not None and getattr(fabric, "state", 0) == 3 else "",
+        # the NVLink domain, as nvidia-smi -q prints it (CliqueId, ClusterUUID), once the GPU joined it
+        "fabric_clique": str(getattr(fabric, "cliqueId", "")) if fabric is not None and getattr(
+            fabric, "state", 0) == 3 else "",
+        "fabric_cluster_uuid": _uuid(getattr(fabric, "clusterUuid", None)) if fabric is not None and getattr(
+            fabric, "state", 0) == 3 else "",
         "nvlink_active": links,
         "nvlink_errors": errors,
     }

@@ -146,7 +146,7 @@ class Processes:
         return True
 
     def line_filter(self, argv: Sequence[str], timeout: float) -> LineFilter | None:
-        """Start argv once as a streaming filter (`grep -F -n ...` for `distdoctor log`): feed
+        """Start argv once as a streaming filter (`grep -E -n ...` for `distdoctor log`): feed
         it bytes, collect its output lines while it runs. None when the command is missing.
         `timeout` bounds the wait for its last output after the input ends."""
         run_env = dict(self.env)

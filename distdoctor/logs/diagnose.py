@@ -1,7 +1,8 @@
 """From matched lines to causes: the earliest root failure, what followed from it, and when the
 log shows no error at all, which ranks went quiet first.
 
-Order is time where the log gives it, then input and line order. The root cause is the
+Order is time where the log gives it (or the nearest stamped line of the same input does:
+Event.near), then input and line order. The root cause is the
 earliest event whose signature is a "root" (a generic root the catalogue says another present
 root explains yields to it); consequences (watchdog timeouts, resets by a peer) that came after
 it, or that the catalogue ties to it, are folded into its finding ("511 ranks then timed out in
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from distdoctor import remote
 from distdoctor.crosscheck.engine import fold
 from distdoctor.logs import outcome, roster, signatures, timeouts
-from distdoctor.logs.scan import Event, Scan
+from distdoctor.logs.scan import Event, Scan, speaker
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
 from distdoctor.remote import Fix
@@ -276,7 +277,8 @@ def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Fi
             fix = ("# killed from outside: on the node that ran it, look for the OOM killer:\n"
                    "# dmesg -T | grep -i -E 'killed process|out of memory'")
     else:
-        fix = f"# read rank {rank}'s own output (its traceback is its first error); torchrun's report is at {where_}"
+        fix = remote.comment(f"read rank {rank}'s own output (its traceback is its first error); torchrun's report "
+                             f"is at {where_}")
     return Finding(Status.FAIL, summary, subject="torch.elastic-root-cause",
                    explanation="torchrun's agent saw this worker die first; no line in the log matched a known "
                                "failure signature, so the exit status is the best evidence.",
@@ -348,11 +350,9 @@ def last_heard(scan: Scan) -> dict[str, tuple[tuple | None, str, str, int | None
     """Per rank (or host:pid, or file where the log names no rank): the time of its last line,
     that line, its host and pid."""
     out: dict[str, tuple] = {}
-    for (index, rank, host, pid, local_rank), seen in scan.seen.items():
-        if rank is None and host and pid is not None:
-            rank = scan.pid_rank.get((host, pid))
-        if rank is None and local_rank is not None:
-            rank = local_rank
+    for key, seen in scan.seen.items():
+        _index, _rank, host, pid, _local_rank = key
+        rank = speaker(scan, key)
         if rank is None:
             continue
         host = host or scan.rank_host.get(rank, "")

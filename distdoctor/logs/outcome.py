@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from distdoctor import remote
 from distdoctor.crosscheck.engine import fold
 from distdoctor.model import Finding, Status
 from distdoctor.redact import redact_text
@@ -200,8 +201,8 @@ def _fix(signals: list[str], host: str, rank, where_: str) -> str:
         look = "dmesg -T | grep -i -E 'killed process|out of memory'"
         if target:
             return "# killed from outside (the kernel's OOM killer, a memory limit, a scheduler):\n" + target + look
-        return f"# killed from outside: on the node of {whom}, look for the OOM killer:\n# {look}"
+        return remote.comment(f"killed from outside: on the node of {whom}, look for the OOM killer:") + f"\n# {look}"
     if "SIGBUS" in signals:
-        return (f"# SIGBUS in a container is most often a full /dev/shm; on the node of {whom}:\n"
+        return (remote.comment(f"SIGBUS in a container is most often a full /dev/shm; on the node of {whom}:") + "\n"
                 + (f"{target}df -h /dev/shm" if target else "# df -h /dev/shm"))
-    return f"# read the lines around {where_}: the first error of {whom} is usually the cause"
+    return remote.comment(f"read the lines around {where_}: the first error of {whom} is usually the cause")

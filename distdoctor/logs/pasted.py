@@ -318,17 +318,9 @@ PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hour
 
 
 def _nvml_from_query(report) -> dict:
-    """A pasted nvidia-smi -q as the NVML snapshot the GPU facts read (host/nvml_health.py's fields)."""
-    from dataclasses import asdict
-
-    gpus = []
-    for g in report.gpus:
-        fields = asdict(g)
-        gpus.append({"index": g.index, "name": g.name, "uuid": g.uuid, "bus_id": g.bus_id,
-                     "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
-                     "ecc_uncorrected": g.ecc_volatile_uncorrectable, "health": fields})
-    return {"status": "ok", "driver_version": report.driver_version, "cuda_version": None, "gpus": gpus,
-            "source": f"pasted nvidia-smi -q{' -x' if report.form == 'xml' else ''}"}
+    """A pasted nvidia-smi -q as the NVML snapshot the GPU facts read."""
+    return pasted_tools.nvml_from_gpus(report.gpus, report.driver_version,
+                                       f"pasted nvidia-smi -q{' -x' if report.form == 'xml' else ''}")
 
 
 def _parse(section: Section):

@@ -1,6 +1,9 @@
 """Pasted output of launchers, GPU listings and environment dumps: `mpirun --version`,
 `horovodrun --check-build`, `nvidia-smi -L`, an `nvidia-smi` table, `env | grep SLURM`,
-`ibstatus`, and interface listings that show no addresses (`ip -o link`, `ifconfig -s`).
+`ibstatus`, `perfquery` and `ibqueryerrors` (judged by the thresholds of the sysfs counters),
+`dcgmi diag` (table or `-j` JSON) and `dcgmi health -c`, the Fabric sections of `nvidia-smi -q`
+(grep'd out alone) and `nvidia-imex-ctl -N`, and interface listings that show no addresses
+(`ip -o link`, `ifconfig -s`).
 
 Each is recognised (detect), read by the parser `check` uses, stated back ("what the paste
 shows": GPUs, driver, versions, interfaces, variables) and, where a check reads the same facts,
@@ -12,18 +15,21 @@ nothing of the driver's CUDA. pasted.py finds the sections and calls in here.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from distdoctor.model import CheckRun, Finding, Status, worst
+from distdoctor.text import plural
 
-KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache")
+KINDS = ("mpirun_version", "horovod_build", "smi_list", "ibstatus", "link_names", "node_show", "ld_cache",
+         "dcgmi_diag", "dcgmi_health", "perfquery", "ibqueryerrors", "fabric", "imex")
 _OMPI_BANNER = re.compile(r"^(?:mpirun|mpiexec|orterun|prterun) \(Open MPI\) \d")
 _INTEL_BANNER = re.compile(r"^Intel\(R\) MPI Library for \S+ OS, Version \d")
 _HYDRA_BANNER = re.compile(r"^HYDRA build details:\s*$")
 _HOROVOD = re.compile(r"^Horovod v?\d+\.\d+\S*:\s*$")
 _SMI_LIST = re.compile(r"^GPU \d+: .+\(UUID: GPU-[0-9a-fA-F-]+\)\s*$")
 _SMI_UNREACHABLE = re.compile(r"^Unable to (?:determine|detect) the device handle for (?:GPU|gpu)\s*\S+: .+")
-_IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:\s*$")
+_IBSTATUS = re.compile(r"^\s*Infiniband device '(?P<hca>[^']+)' port (?P<port>\d+) status:\s*$")
 _IFCONFIG_SHORT = re.compile(r"^Iface\s+MTU\s+(?:Met\s+)?RX-OK\s+RX-ERR\b")  # also netstat -i
 _IP_LINK_ONELINE = re.compile(r"^\d+:\s+(?P<name>[^:\s]+?)(?:@\S+)?:\s+<(?P<flags>[^>]*)>.*\bstate (?P<state>\S+)"
                               r"(?!.*\binet6?\s)")
@@ -33,6 +39,22 @@ _NODE_SHOW = re.compile(r"^NodeName=\S+ ")
 _LD_CACHE = re.compile(r"^\d+ libs found in cache\b")
 _LD_ENTRY = re.compile(r"^\s+lib\S+ \([^)]*\)(?: => \S+)?\s*$")
 # the libraries a distributed job's failure turns on
+# dcgmi diag: its banner, the table's header, a category bar, or a test row with DCGM's result words
+_DCGMI_DIAG = re.compile(r"^(?:Successfully ran diagnostic for group\.|\|\s*Diagnostic\s+\|\s*Result\s*\||"
+                         r"[|+]-----\s+(?:Metadata|Deployment|Integration|Hardware|Stress)\s+-+\+|"
+                         r"\|[^|]{2,40}\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+(?:All|GPUs?:[\d,\s]+)\s*\|)")
+_DCGMI_JSON = re.compile(r'^\{?\s*"DCGM GPU Diagnostic"\s*:')
+_DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
+_TABLE_LINE = re.compile(r"^\s*[|+]")
+_PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+\d+", re.I)
+_PERFQUERY_FIELD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9]*:\.+(?:0x[0-9a-fA-F]+|\d+)\s*$")
+_FABRIC_FIELD = re.compile(r"^\s+(?:State|Status|CliqueId|ClusterUUID|Health|Summary|Bandwidth|Route [\w ]+|"
+                           r"Access Timeout Recovery|Incorrect Configuration)\s*(?::|$)")
+_IMEX = re.compile(r"^(?:Connectivity Table Legend:|Nodes:|Domain State:\s*\w+)\s*$")
+_IMEX_LINE = re.compile(r"^\s*(?:[A-Z!]{1,3} - |\d+/\d+/\d+ \d|Nodes:|Node #\d+|Nodes From|\d+\s+[A-Z!]|"
+                        r"Domain State:|Connectivity Table|READY|keepGoing|Finishing)")
+_IBQUERYERRORS = re.compile(r'^(?:Errors for (?:0x[0-9a-fA-F]+\s+)?"|##\s*Summary:\s*\d+ nodes checked)')
+_IBQUERYERRORS_LINE = re.compile(r'^\s*(?:Errors for |GUID 0x[0-9a-fA-F]+ port |##)')
 _LD_WATCHED = re.compile(r"^lib(?:nccl|cuda|cudart|ibverbs|mlx5|mpi|ucp|ucs|fabric)\b")
 
 
@@ -80,12 +102,56 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and _LD_ENTRY.match(lines[end]) and end - i < 20000:
             end += 1
         return "ld_cache", end
+    if _DCGMI_DIAG.match(body) or _DCGMI_HEALTH.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 4000 and _TABLE_LINE.match(lines[end]):
+            end += 1
+        return ("dcgmi_health" if _DCGMI_HEALTH.match(body) else "dcgmi_diag"), end
+    if body == "Fabric" and i + 1 < len(lines) and _FABRIC_FIELD.match(lines[i + 1]):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _FABRIC_FIELD.match(lines[end]) or lines[end].strip() in ("Fabric", "--")):
+            end += 1
+        return "fabric", end
+    if _IMEX.match(body) and (body != "Nodes:" or i + 1 < len(lines) and lines[i + 1].startswith("Node #")):
+        end = i + 1
+        while end < len(lines) and end - i < 5000 and (lines[end].strip() == "" and end + 1 < len(lines)
+                                                       and lines[end + 1].strip() or _IMEX_LINE.match(lines[end])):
+            end += 1
+        return "imex", end
+    if _PERFQUERY.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _PERFQUERY.match(lines[end].strip()) or _PERFQUERY_FIELD.match(lines[end])
+                or (not lines[end].strip() and end + 1 < len(lines) and _PERFQUERY.match(lines[end + 1].strip()))):
+            end += 1
+        return "perfquery", end
+    if _IBQUERYERRORS.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 20000 and (
+                _IBQUERYERRORS_LINE.match(lines[end]) or (not lines[end].strip() and end + 1 < len(lines)
+                                                          and _IBQUERYERRORS_LINE.match(lines[end + 1]))):
+            end += 1
+        return "ibqueryerrors", end
+    if _DCGMI_JSON.match(body) or (body == "{" and i + 1 < len(lines) and _DCGMI_JSON.match(lines[i + 1].strip())):
+        return "dcgmi_diag", _json_end(lines, i)
     if _IP_LINK_ONELINE.match(body) and "link/" in body:
         end = i + 1
         while end < len(lines) and _IP_LINK_ONELINE.match(lines[end].strip()) and end - i < 300:
             end += 1
         return "link_names", end
     return None
+
+
+def _json_end(lines: list[str], start: int) -> int:
+    """The line after the one closing the JSON object opened at lines[start] (braces in strings are
+    rare in DCGM's messages; a miscount only shortens the section, which then reads as unreadable)."""
+    depth = 0
+    for k in range(start, min(len(lines), start + 20000)):
+        depth += lines[k].count("{") - lines[k].count("}")
+        if depth <= 0 and k > start:
+            return k + 1
+    return min(len(lines), start + 20000)
 
 
 def _note(where: str, status: Status, summary: str, title: str, evidence: dict, **kw) -> CheckRun:
@@ -112,6 +178,16 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
             return _node_show(text, where)
         if kind == "ld_cache":
             return _ld_cache(text, where)
+        if kind == "dcgmi_diag":
+            return _dcgmi_diag(text, where)
+        if kind == "dcgmi_health":
+            return _dcgmi_health(text, where)
+        if kind in ("perfquery", "ibqueryerrors"):
+            return _ib_counters(kind, text, where)
+        if kind == "fabric":
+            return _fabric(text, where)
+        if kind == "imex":
+            return _imex(text, where)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
@@ -200,9 +276,9 @@ def _ibstatus(text: str, where: str) -> list[CheckRun]:
     ports: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for line in text.splitlines():
-        m = re.match(r"^\s*Infiniband device '([^']+)' port (\d+) status:", line)
+        m = _IBSTATUS.match(line)
         if m:
-            current = {"hca": m.group(1), "port": int(m.group(2))}
+            current = {"hca": m.group("hca"), "port": int(m.group("port"))}
             ports.append(current)
             continue
         f = _IBSTATUS_FIELD.match(line)
@@ -283,6 +359,113 @@ def _ld_cache(text: str, where: str) -> list[CheckRun]:
         explanation += (" NCCL is listed from more than one directory: a program may load another NCCL than the "
                         "one it was built with (build.nccl-libraries on the node tells which one loads).")
     return [_note(where, Status.OK, summary, title, evidence, explanation=explanation)]
+
+
+def _dcgmi_diag(text: str, where: str) -> list[CheckRun]:
+    """A pasted `dcgmi diag`: each failed test judged as hardware/dcgm.py judges it (the actions of
+    dcgm.toml, the same as the live gpu.dcgm-health check's)."""
+    from distdoctor.hardware.dcgm import judge_diag
+    from distdoctor.parsers.dcgmi import parse_diag
+
+    findings = tuple(replace(f, subject=f"{f.subject} (pasted at {where})" if f.subject else where)
+                     for f in judge_diag(parse_diag(text), where))
+    return [CheckRun("log.pasted-output", f"DCGM diagnostic (pasted dcgmi diag at {where})", ("log", "pasted", "gpu"),
+                     worst(f.status for f in findings), findings, 0.0, f"pasted dcgmi diag at {where}")]
+
+
+def _dcgmi_health(text: str, where: str) -> list[CheckRun]:
+    """A pasted `dcgmi health -c`, judged by the live check gpu.dcgm-health on a FakeHost whose dcgmi
+    prints the paste."""
+    from distdoctor.parsers.dcgmi import parse_health
+    from distdoctor.testing import FakeHost
+
+    parse_health(text)  # a paste this parser cannot read is said so, not judged as "no report"
+    host = FakeHost(commands={("dcgmi", "health", "-c"): text}, hostname="pasted")
+    return _checks(("gpu.dcgm-health",), host, where, "dcgmi health -c")
+
+
+def _ib_counters(kind: str, text: str, where: str) -> list[CheckRun]:
+    """Pasted `perfquery` or `ibqueryerrors`, judged by hardware/ibcounters.judge_counters with the
+    thresholds of ib.port-counters. A paste has no uptime, so no rate: since-boot counts and
+    saturated counters are looked at (WARN), and two readings of one port in one paste are the
+    check's two readings (a rise is a FAIL)."""
+    from distdoctor.hardware.ibcounters import judge_counters
+    from distdoctor.hardware.thresholds import load as thresholds
+    from distdoctor.parsers.perfquery import parse_ibqueryerrors, parse_perfquery
+
+    limits = thresholds()["ib"]["counters"]
+    readings: dict[str, list[tuple[dict[str, int], str]]] = {}
+    if kind == "perfquery":
+        for block in parse_perfquery(text):
+            port = "all ports" if block.port is None else f"port {block.port}"
+            fix = (f"perfquery -x {block.lid} {block.port if block.port is not None else 255}   # again in a minute: "
+                   "a counter still rising is a live fault; then reseat or replace the cable")
+            readings.setdefault(f"lid {block.lid} {port}", []).append((block.counters, fix))
+    else:
+        report = parse_ibqueryerrors(text)
+        for p in report.ports:
+            if p.port is None:
+                continue  # "port ALL" is the sum of the ports listed beside it
+            fix = (f"perfquery -x -G {p.guid} {p.port}   # again in a minute: a counter still rising is a live "
+                   "fault; then reseat or replace the cable (ibdiagnet names the far end)")
+            readings.setdefault(f"{p.node or p.guid} port {p.port}", []).append((p.counters, fix))
+    findings = []
+    for subject, taken in readings.items():
+        first, fix = taken[0]
+        second = taken[-1][0] if len(taken) > 1 else None
+        verdicts = judge_counters(first, second, 0, None, limits)
+        if not verdicts:
+            continue
+        status = Status.FAIL if any(v[1] == "fail" for v in verdicts) else Status.WARN
+        findings.append(Finding(status, f"pasted {kind}: {subject}: " + "; ".join(f"{n} {why}" for n, _s, _a, why in verdicts),
+                                subject=subject, action=verdicts[0][2], fix=fix,
+                                evidence={"counters": first, "second": second,
+                                          "sources": {n: limits[n].get("source", "") for n, *_ in verdicts}},
+                                explanation="Judged by the thresholds of ib.port-counters (thresholds.toml). A paste "
+                                            "is one reading without the node's uptime: a count past a since-boot "
+                                            "limit or a saturated counter is worth a look (the cable, optic or port), "
+                                            "a rise between two pasted readings is a live fault."))
+    title = f"InfiniBand port counters (pasted {kind} at {where})"
+    if not findings:
+        findings.append(Finding(Status.OK, f"pasted {kind}: {plural(len(readings), 'port')}: error counters within "
+                                           "thresholds", subject=where, evidence={"ports": sorted(readings)[:64]}))
+    return [CheckRun("log.pasted-output", title, ("log", "pasted", "ib"), worst(f.status for f in findings),
+                     tuple(findings), 0.0, f"pasted {kind} at {where}")]
+
+
+def nvml_from_gpus(gpus, driver: str = "", source: str = "pasted") -> dict:
+    """GPUs read from a paste (QueryGpu records) as the NVML snapshot the GPU facts read
+    (host/nvml_health.py's fields), so the live checks judge them."""
+    from dataclasses import asdict
+
+    return {"status": "ok", "driver_version": driver, "cuda_version": None, "source": source,
+            "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid, "bus_id": g.bus_id,
+                      "persistence_mode": g.persistence_mode, "mig_mode": g.mig_mode,
+                      "ecc_uncorrected": g.ecc_volatile_uncorrectable, "health": asdict(g)} for g in gpus]}
+
+
+def _fabric(text: str, where: str) -> list[CheckRun]:
+    """Fabric sections of `nvidia-smi -q` pasted alone, judged by gpu.fabric (the GPUs' fabric
+    state, status and health; the services a paste cannot show are not asked about)."""
+    from distdoctor.parsers.nvidia_smi_query import parse_fabric_excerpt
+    from distdoctor.testing import FakeHost
+
+    gpus = parse_fabric_excerpt(text)
+    host = FakeHost(nvml=nvml_from_gpus(gpus, source="pasted nvidia-smi -q Fabric"), hostname="pasted")
+    runs_ = _checks(("gpu.fabric",), host, where, "nvidia-smi -q Fabric")
+    domains = sorted({(g.fabric_cluster_uuid, g.fabric_clique) for g in gpus})
+    shown = "; ".join(f"ClusterUUID {u or '-'} clique {c or '-'}" for u, c in domains[:4])
+    return [_note(where, Status.OK, f"pasted nvidia-smi -q Fabric: {plural(len(gpus), 'GPU')}, {shown}",
+                  f"NVLink domain (pasted at {where})", {"domains": [list(d) for d in domains]})] + runs_
+
+
+def _imex(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.nvidia_imex import parse_imex_nodes
+    from distdoctor.hardware.imex import judge_imex
+
+    findings = tuple(judge_imex(parse_imex_nodes(text)))
+    return [CheckRun("log.pasted-output", f"IMEX domain (pasted nvidia-imex-ctl -N at {where})", ("log", "pasted", "gpu"),
+                     worst(f.status for f in findings), findings, 0.0, f"pasted nvidia-imex-ctl -N at {where}")]
 
 
 def slurm_env_run(env: dict[str, str], where: str) -> CheckRun | None:

@@ -17,6 +17,7 @@ Ambiguity kept on purpose: `12: text` is read as srun's label (a rank), `12 | te
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 
@@ -37,10 +38,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # horovodrun: `Fri Sep 25 16:52:53 2020[0]<stderr>:`
     ("horovodrun", re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                               r"\[(?P<rank>\d+)\]<(?:stdout|stderr)>:[ \t]?")),
-    # UCX `[host:pid:thread:tid] ` and Open MPI `[host:pid] `
-    ("hostpid", re.compile(r"\[(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+)(?: ?:\d+:\d+)?\][ \t]*")),
-    # MPICH's `mpiexec -l`: `[1]text` (no space; NCCL's `[0] ` device tag has one)
-    ("hydra", re.compile(r"\[(?P<rank>\d{1,6})\](?=[^\s<\d])")),
+    # UCX `[host:pid:thread:tid] ` (older UCX: `[host:pid :thread]`) and Open MPI `[host:pid] `
+    ("hostpid", re.compile(r"\[(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+)(?: ?:\d+(?::\d+)?)?\][ \t]*")),
+    # UCX's own clock, seconds since the epoch: `[1506866470.744682] [host:pid :0]`
+    ("epoch", re.compile(r"\[(?P<epoch>1\d{9})\.(?P<frac>\d{1,9})\][ \t]+(?=\[)")),
+    # MPICH's `mpiexec -l`: `[1]text` (no space; NCCL's `[0] ` device tag has one), and a
+    # launcher's `[155] ` rank label in front of NCCL's own `host:pid:tid [dev] ` prefix
+    ("hydra", re.compile(r"\[(?P<rank>\d{1,6})\](?:(?=[^\s<\d])|[ \t](?=[A-Za-z0-9][\w.-]*:\d+:\d+ \[\d+\] ))")),
     # Ray and vLLM workers: `(pid=81332)`, `(RayWorkerWrapper pid=92234, ip=172.19.24.110)`,
     # `(VllmWorker rank=0 pid=496819)`, `(raylet)`, `(raylet, ip=10.0.0.2)`
     ("ray", re.compile(r"\((?:[\w.-]+(?: rank=(?P<rank>\d+))? )?pid=(?P<pid>\d+)"
@@ -84,7 +88,7 @@ _DIGITS, _UPPER, _LOWER = "0123456789", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghi
 # full loop does.
 _FIRST = {
     "quote": " \t>", "viewer": " \t[" + _DIGITS, "mpi": "[" + _UPPER, "horovodrun": "[" + _UPPER, "hydra": "[",
-    "hostpid": "[", "ray": "(", "stream": _UPPER + _LOWER + _DIGITS, "compose": _LOWER + _DIGITS,
+    "hostpid": "[", "epoch": "[", "ray": "(", "stream": _UPPER + _LOWER + _DIGITS, "compose": _LOWER + _DIGITS,
     "pylog": "DIWECF", "pylevel": _UPPER + _LOWER + _DIGITS + "_.[", "tflog": "IWEF", "torchrun": "[",
     "srun": " \t" + _DIGITS, "iso": "[" + _DIGITS, "isomin": _DIGITS, "syslog": _UPPER, "glog": "[IWEF",
     "c10d": "[", "clock": "[", "nccl": _UPPER + _LOWER + _DIGITS, "indent": " \t",
@@ -177,6 +181,12 @@ def split(line: str, dispatch: bool = True) -> Prefixed:
                     host = host or m.group("host")
                 if "pid" in m.re.groupindex and m.group("pid"):
                     pid = int(m.group("pid"))
+            elif name == "epoch":
+                if when is None:
+                    stamp = datetime.datetime.fromtimestamp(int(m.group("epoch")), datetime.timezone.utc)
+                    secs = stamp.hour * 3600 + stamp.minute * 60 + stamp.second
+                    when = (stamp.year, stamp.month, stamp.day, secs + float("0." + m.group("frac")))
+                    when_text = f"{stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}"
             elif name == "c10d":
                 level = m.group("level")
             elif name == "indent" and m.end() == len(text):

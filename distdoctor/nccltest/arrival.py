@@ -35,8 +35,25 @@ def reachable_name(hostname: str, hostname_addrs: Sequence[str], mine: set[str],
     return real[0] if real else hostname
 
 
+def own_name_elsewhere(addr: str, hostname: str, resolved: Sequence[str], hostname_addrs: Sequence[str]) -> bool:
+    """MASTER_ADDR names this host (its hostname, short or long, or the address that name
+    resolves to here), and that is not loopback."""
+    if not resolved or any(a.startswith("127.") or a == "::1" for a in resolved):
+        return False
+    same_name = addr.split(".", 1)[0].lower() == hostname.split(".", 1)[0].lower() if not _is_address(addr) else False
+    return same_name or bool(set(resolved) & set(hostname_addrs))
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
 def launch_findings(e: Endpoint, ident: Identity, hostname: str, resolved: Sequence[str], resolve_error: str,
-                    mine: set[str], suggestion: str) -> list[Finding]:
+                    mine: set[str], suggestion: str, hostname_addrs: Sequence[str] = ()) -> list[Finding]:
     findings = [ok(f"rank 0 of {ident.world_size} via {ident.description}; rendezvous at {e.addr}:{e.port}",
                    explanation=f"address: {e.addr_why}; port: {e.port_why}",
                    evidence={"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
@@ -44,6 +61,19 @@ def launch_findings(e: Endpoint, ident: Identity, hostname: str, resolved: Seque
     if resolve_error:
         findings.append(fail(f"MASTER_ADDR {e.addr} does not resolve on rank 0's host: {resolve_error}",
                              subject=e.addr, fix=f"export MASTER_ADDR={suggestion}"))
+    elif not is_local(resolved, mine) and own_name_elsewhere(e.addr, hostname, resolved, hostname_addrs):
+        # MASTER_ADDR is this host's own name (or what that name resolves to), yet the address is
+        # not here: rank 0 runs in a network namespace of its own on that host (a container on a
+        # bridge network), behind NAT. Another MASTER_ADDR (the inside address) reaches nobody.
+        findings.append(fail(
+            f"MASTER_ADDR {e.addr} ({', '.join(resolved)}) is the name of rank 0's host {hostname}, but not an "
+            f"address rank 0 has: rank 0 runs in a network of its own there (a container on a bridge network, "
+            "behind NAT), where the other ranks cannot reach its rendezvous",
+            subject=hostname,
+            explanation="the other ranks connect to the host's address; the rendezvous listens inside the "
+            "container, whose address is private and NATed. Publishing the port (-p) would let the rendezvous "
+            "through, but NCCL and gloo then connect to ports and addresses of their own",
+            fix=fixes.host_networking((hostname,) if remote.host_name(hostname) and remote.plain(hostname) else ())))
     elif not is_local(resolved, mine):
         findings.append(fail(
             f"MASTER_ADDR {e.addr} ({', '.join(resolved)}) is not an address of rank 0's host {hostname}",

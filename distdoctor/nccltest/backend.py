@@ -3,6 +3,7 @@ functions of the ranks' fingerprints."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,46 @@ def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
                     "   # on those ranks; or run with --backend gloo")
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _reachable(fp: Mapping[str, Any], fps: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(interface, address) of fp's host that the other hosts can reach: the one it routes rank 0
+    through, unless that is the loopback (rank 0 itself, when its own name resolves there), then
+    of the host's own addresses the one nearest the other hosts' (the cluster network's)."""
+    address = str(fp.get("address") or "")
+    if address and not _loopback(address):
+        return str(fp.get("interface") or ""), address
+    others = []
+    for g in fps:
+        try:
+            if g.get("host") != fp.get("host") and not _loopback(str(g.get("address") or "")):
+                others.append(ipaddress.ip_address(str(g.get("address"))))
+        except ValueError:
+            continue
+    own = []
+    for a in fp.get("addresses") or []:
+        try:
+            ip = ipaddress.ip_address(str(a).split("%")[0])
+        except ValueError:
+            continue
+        if not (ip.is_loopback or ip.is_link_local):
+            own.append(ip)
+
+    def nearness(ip) -> int:  # bits in common with the nearest other host of its family
+        return max((ip.max_prefixlen - (int(ip) ^ int(o)).bit_length() for o in others if o.version == ip.version),
+                   default=-1)
+
+    if not own or not others and len(own) > 1:
+        return "", ""
+    best = str(max(own, key=nearness))
+    return (str(fp.get("nccl_interface") or "") if fp.get("nccl_address") == best else ""), best
+
+
 def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
     """gloo binds to the address the hostname resolves to unless GLOO_SOCKET_IFNAME is set; on a
     host whose name resolves to 127.0.0.1 the peers are told to connect to themselves."""
@@ -51,7 +92,8 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
            and f.get("hostname_addrs") and all(a.startswith("127.") or a == "::1" for a in f["hostname_addrs"])]
     if not bad or len({f["host"] for f in fps}) == 1 and len({f.get("address") for f in fps}) == 1:
         return None
-    per_host = {f"{f['host']} ({f.get('address')})": f["interface"] for f in fps if f.get("interface")}
+    reach = {id(f): _reachable(f, fps) for f in fps}
+    per_host = {f"{f['host']} ({reach[id(f)][1]})": reach[id(f)][0] for f in fps if reach[id(f)][0]}
     names = sorted(set(per_host.values()))
     # GLOO_SOCKET_IFNAME lists devices gloo uses together, all of which must exist: one name
     # per node, not the union NCCL_SOCKET_IFNAME would take.
@@ -71,8 +113,8 @@ def gloo_address_problem(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
               if len({g.get("address") for g in fps if g.get("host") == h}) > 1}
     for f in (f for f in bad if f.get("host") not in shared):
         for entry in f.get("hosts_lines") or []:
-            if isinstance(entry, Mapping) and f.get("host") and f.get("address"):
-                lines.setdefault(str(f["host"]), (entry, str(f["address"])))
+            if isinstance(entry, Mapping) and f.get("host") and reach[id(f)][1]:
+                lines.setdefault(str(f["host"]), (entry, reach[id(f)][1]))
     where = "; ".join(f"{host}: /etc/hosts line {entry.get('line')}: {one_line(' '.join(str(entry.get('text', '')).split()))}"
                       for host, (entry, _addr) in lines.items())
     if lines:

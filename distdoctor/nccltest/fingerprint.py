@@ -67,8 +67,12 @@ def nccl_prediction(facts, route_interface: str) -> dict[str, Any]:
         return {"nccl_interface": "", "nccl_rule": choice.rule,
                 "nccl_error": choice.error or "no socket interface found"}
     iface = table.get(pick.interface)
+    route = table.get(route_interface) if route_interface else None
     suspect = ""
-    if iface is not None and pick.interface != route_interface and (iface.virtual or iface.link_local_only):
+    # A route through the loopback (rank 0 whose MASTER_ADDR is its own name on 127.0.1.1) says
+    # nothing about the way to the other nodes: no reason to doubt NCCL's pick by it.
+    if iface is not None and pick.interface != route_interface and (iface.virtual or iface.link_local_only) \
+            and not (route is not None and route.kind == "loopback"):
         suspect = iface.describe() + (" with only a link-local address" if iface.link_local_only else "")
     return {"nccl_interface": pick.interface, "nccl_address": pick.address, "nccl_rule": choice.rule,
             "nccl_suspect": suspect, "nccl_error": ""}
@@ -106,4 +110,9 @@ def collect(host, ident: Identity, choice: Choice, torch: Any) -> dict[str, Any]
     fp.update(inventory.compared_env(env))
     fp.update(_torch_facts(torch, ident.local_rank))
     fp.update(nccl_prediction(facts, choice.name))
+    try:  # a shaper on the interface toward rank 0 explains a transfer that crawls (net.link-speed-mtu)
+        toward = facts.interfaces.get(choice.name) if choice.name else None
+        fp["qdisc"] = toward.qdisc if toward is not None else ""
+    except Exception:  # what cannot be read is no finding of this test's
+        fp["qdisc"] = ""
     return fp

@@ -76,7 +76,9 @@ def run(rank: Rank, fp: dict[str, Any], listener) -> int:
     try:
         rank.channel = rank.connect(e.addr, False, rank.left())
         rank.monitor = rank.connect(e.addr, False, 2)
-    except Exception as exc:  # DistStoreError and friends: the port answers but is not a store
+    except store_mod.Unsealed as exc:  # the store there does not hold this job's token
+        return not_ours(rank, str(exc))
+    except Exception as exc:  # the port answers but is not a store, or the store went away
         rank.say(f"cannot join the rendezvous store at {e.addr}:{e.port}: {collectives_mod.first_line(exc)}")
         return FAILED
     threading.Thread(target=heartbeat, args=(rank,), daemon=True, name="nccl-test-heartbeat").start()

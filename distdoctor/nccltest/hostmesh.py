@@ -8,6 +8,7 @@ Pure functions: the sockets are in mesh.py, the store traffic in lead.py and fol
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import random
 import statistics
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distdoctor import fixes, remote
+from distdoctor.netif import SHAPING_QDISCS
 from distdoctor.api import Fix, fail, ok, warn
 from distdoctor.model import Finding
 from distdoctor.text import rank_ranges
@@ -47,6 +49,7 @@ class HostMap:
     # Each host's interface toward rank 0 and its MTU ("" and 0 when unknown), for the MTU fix.
     interfaces: list[str] = field(default_factory=list)
     mtus: list[int] = field(default_factory=list)
+    qdiscs: list[str] = field(default_factory=list)  # each interface's root qdisc ("" when unknown)
 
     def leader(self, index: int) -> int:
         return self.ranks[index][0]
@@ -77,7 +80,7 @@ def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
     for name, _addr in keys:
         names[name] = names.get(name, 0) + 1
     by_rank = {int(fp["rank"]): fp for fp in fps}
-    hosts, ranks, addresses, interfaces, mtus = [], [], [], [], []
+    hosts, ranks, addresses, interfaces, mtus, qdiscs = [], [], [], [], [], []
     for (name, addr), rs in keys.items():
         hosts.append(name if names[name] == 1 else f"{name}[{addr or '?'}]")
         ranks.append(rs)
@@ -85,7 +88,8 @@ def group(fps: Sequence[Mapping[str, Any]]) -> HostMap:
         first = by_rank[rs[0]]
         interfaces.append(str(first.get("interface") or ""))
         mtus.append(int(first.get("mtu") or 0) if str(first.get("mtu") or "").isdigit() else 0)
-    return HostMap(hosts, ranks, addresses, interfaces, mtus)
+        qdiscs.append(str(first.get("qdisc") or ""))
+    return HostMap(hosts, ranks, addresses, interfaces, mtus, qdiscs)
 
 
 def mesh_pairs(n_hosts: int, mode: str = "auto", threshold: int = FULL_MESH_UP_TO,
@@ -233,7 +237,22 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     def end(i: int) -> str:
         return f"{hmap.leader(i)}({hmap.hosts[i]})"
 
-    if verdict.blocked:
+    # A host that advertises a loopback address (its name resolves to 127.x) is unreachable for
+    # that reason: a firewall rule for it would be a wrong remedy. Said once, with the hosts.
+    looped = sorted({d for _s, d, _st in verdict.blocked if _loopback(hmap.addresses[d])})
+    if looped:
+        names = ", ".join(f"{hmap.label(d)} at {hmap.addresses[d]}" for d in looped)
+        out.append(fail(
+            f"the other hosts cannot connect to {names}: a loopback address, where each connects to itself",
+            subject=", ".join(hmap.hosts[d] for d in looped),
+            explanation="the host's name resolves to the loopback there (Debian's `127.0.1.1 <hostname>` line in "
+            "/etc/hosts), so it advertises 127.x; nccl-test.init names the line and gives the fix for that node",
+            fix=Fix(comment=f"map {', '.join(hmap.hosts[d] for d in looped)} to the cluster address in /etc/hosts "
+                            "on that node (the fix under nccl-test.init)"),
+            evidence={"loopback": {hmap.hosts[d]: hmap.addresses[d] for d in looped}}))
+    blocked = [(s, d, st) for s, d, st in verdict.blocked if d not in looped]
+    if blocked:
+        verdict = dataclasses.replace(verdict, blocked=blocked)
         shown = "; ".join(f"{end(s)}->{end(d)}: {st}" for s, d, st in verdict.blocked[:8])
         more = f" and {len(verdict.blocked) - 8} more" if len(verdict.blocked) > 8 else ""
         out.append(fail(
@@ -252,6 +271,11 @@ def findings(hmap: HostMap, verdict: Verdict, n_pairs: int, nbytes: int, unit: s
     for s, d, moved in verdict.stalled:
         if frozenset((s, d)) in measured_pairs:
             continue  # the other direction of a pair already measured: one finding, one fix
+        shaped = shaper_finding(hmap, s, d, moved, nbytes)
+        if shaped is not None:
+            measured_pairs.add(frozenset((s, d)))
+            out.append(shaped)
+            continue
         measured = mtu_finding(hmap, s, d, moved, nbytes, verdict.paths.get((s, d)) or {}, verdict.carried)
         if measured is not None:
             measured_pairs.add(frozenset((s, d)))
@@ -328,11 +352,35 @@ def nat_findings(hmap: HostMap, seen: Mapping[int, str], owned: Mapping[int, Seq
             explanation="a container on a bridge network (Docker's default) or a NAT gateway rewrites the source "
             "address of what the host sends; NCCL and gloo tell their peers the inside address, which nobody "
             "outside can reach. No NCCL_SOCKET_IFNAME can make it reachable: the host needs the host's network",
-            fix=Fix((), (host,), "restart its container with host networking: docker run --network=host "
-                                 "(podman the same; Kubernetes: hostNetwork: true), or publish nothing and run on the "
-                                 "host itself"),
+            fix=fixes.host_networking((host,)),
             evidence={"host": host, "advertised": advertised, "observed": observed}))
     return out
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def shaper_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int) -> Finding | None:
+    """A stalled pair one of whose ends sends through a shaper (a tbf rate limit, netem's delay
+    and loss): that is the likely cause, not the MTU. None when neither end has one."""
+    shaped = [i for i in (s, d) if i < len(hmap.qdiscs) and hmap.qdiscs[i] in SHAPING_QDISCS]
+    if not shaped:
+        return None
+    said = "; ".join(f"{hmap.hosts[i]}'s {hmap.interfaces[i] or 'interface'} has a {hmap.qdiscs[i]} queueing "
+                     f"discipline ({SHAPING_QDISCS[hmap.qdiscs[i]]})" for i in shaped)
+    return fail(
+        f"{hmap.label(s)} -> {hmap.label(d)}: a {human_bytes(nbytes)} transfer did not finish in time "
+        f"({human_bytes(moved)} left the sender): {said}", subject=f"{hmap.hosts[s]}->{hmap.hosts[d]}",
+        explanation="the connection works and bytes move, at the pace the shaper allows: every transfer of the "
+        "job through that interface crawls or times out. A shaper on a training node's interface is almost "
+        "always left over from a test or a misapplied policy",
+        fix=[fixes.remove_shaper(hmap.interfaces[i] or "", [hmap.hosts[i]]) for i in shaped],
+        evidence={"from": hmap.hosts[s], "to": hmap.hosts[d], "bytes": nbytes, "moved": moved,
+                  "qdiscs": {hmap.hosts[i]: hmap.qdiscs[i] for i in shaped}})
 
 
 def mtu_finding(hmap: HostMap, s: int, d: int, moved: int, nbytes: int, path: Mapping[str, Any],

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from distdoctor.api import fail, ok, skip
+from distdoctor.api import fail, ok, skip, warn
 from distdoctor.model import Finding
 from distdoctor.model import Status
 from distdoctor.nccltest import arrival, compare, hostmesh, interface, localise, mesh, pairtests, results
@@ -83,13 +83,18 @@ def launch(rank: Rank, fp: dict[str, Any], if_addrs) -> Launch:
     mine = interface.local_addresses(if_addrs)
     hostname = rank.host.hostname()
     suggestion = arrival.reachable_name(hostname, fp.get("hostname_addrs") or [], mine, fp.get("address") or "")
-    findings = arrival.launch_findings(e, rank.ident, hostname, resolved.addresses, resolved.error, mine, suggestion)
+    findings = arrival.launch_findings(e, rank.ident, hostname, resolved.addresses, resolved.error, mine, suggestion,
+                                       fp.get("hostname_addrs") or [])
     local = not resolved.error and arrival.is_local(resolved.addresses, mine)
     rank.recorder.add("nccl-test.launch", findings)
     rank.recorder.extra["rendezvous"] = {"master_addr": e.addr, "master_port": e.port, "addr_why": e.addr_why,
                                          "port_why": e.port_why, "world_size": rank.world,
                                          "launcher": rank.ident.launcher, "sealed_with": rank.token_why}
-    if not local:
+    if not local and not resolved.error and arrival.own_name_elsewhere(e.addr, hostname, resolved.addresses,
+                                                                        fp.get("hostname_addrs") or []):
+        rank.say(f"MASTER_ADDR={e.addr} is this host's name, but not an address this rank has: it runs behind NAT "
+                 "(a container on a bridge network); run it with host networking (docker run --network=host)")
+    elif not local:
         rank.say(f"MASTER_ADDR={e.addr} " + (f"does not resolve here ({resolved.error})" if resolved.error else
                                               "is not an address of this host")
                  + f": the other ranks will not find the rendezvous. Use: export MASTER_ADDR={suggestion}")
@@ -111,15 +116,12 @@ def serve(rank: Rank, where: Launch, if_addrs) -> bool:
     rank.recorder.extra["rendezvous"]["store_listens_on"] = (bind or "every interface") if serving else \
         "torchrun's agent store"
     try:
-        # TCPStore owns the descriptor it is handed and closes it when it is done: detached,
-        # Python's socket no longer closes the same number again (by then perhaps another
-        # thread's file: a sweep of /proc failed with EBADF under mpiexec).
-        listen_fd = store_mod.listen(bind, port).detach() if bind else None
-        rank.channel = rank.connect(where.own, serving, rank.left(), listen_fd)
+        listener = store_mod.listen(bind, port) if serving else None
+        rank.channel = rank.connect(where.own, serving, rank.left(), listener)
         rank.monitor = rank.connect(where.own, False, 2)
         # First, so that a rank of another job on this port learns it at once.
         rank.channel.put("hello", {"world_size": rank.world})
-    except Exception as exc:  # OSError from bind, DistStoreError from TCPStore
+    except Exception as exc:  # OSError from bind, StoreGone/DistStoreError from the store
         text = collectives_mod.first_line(exc)
         in_use = "EADDRINUSE" in text or "in use" in text
         port_taken(rank, "the port is in use" if in_use else text, in_use)
@@ -147,6 +149,31 @@ def store_bind(rank: Rank, where: Launch, if_addrs) -> str:
     if resolved and not real and (one_host or rank.world == 1):
         return resolved[0]
     return ""
+
+
+def strangers_at_the_door(rank: Rank) -> list[Finding]:
+    """The peers rank 0's store turned away (another job's token, garbage, a slow writer, a
+    flood of connections): named, with what they claim, unverified. Their bytes never reached
+    the store, so this job is not harmed: a warning, where a sealed value of another job on
+    the roll (a rank that holds the token) stays a failure."""
+    if rank.server is None:
+        return []
+    named, more = rank.server.named()
+    if not named:
+        return []
+    claims = ["; ".join(f"{k} {v}" for k, v in s.claims.items()) for s in named if s.claims]
+    count = len(named) + more
+    return [warn(f"{count} connection{'s' if count > 1 else ''} to the rendezvous did not come from this job, "
+                 f"turned away: {named[0].peer} {named[0].why}"
+                 + (f" (unverified: {' | '.join(claims[:4])})" if claims else ""),
+                 subject="rendezvous",
+                 explanation="every connection to rank 0's store must prove the job's token before it may read "
+                 "or write; these did not: another job that uses the same MASTER_ADDR:MASTER_PORT, a scanner, "
+                 "or a stranger. Nothing they sent was kept",
+                 fix="export MASTER_PORT=$((20000 + RANDOM % 10000))   # before launching, if another job uses "
+                     "this port",
+                 evidence={"turned_away": [{"from": s.peer, "why": s.why, "claims": s.claims} for s in named[:16]],
+                           "more": more})]
 
 
 def port_taken(rank: Rank, why: str, in_use: bool = True) -> None:
@@ -183,7 +210,7 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     trouble = arrival.rendezvous_trouble(roll, rank.world, rank.ident.description)
     # A stranger's line is named but stops nothing; two claimants of a rank or a rank of
     # another world would make the collectives hang or mix data.
-    strangers = [f for f in trouble if f.subject == "rendezvous"]
+    strangers = [f for f in trouble if f.subject == "rendezvous"] + strangers_at_the_door(rank)
     trouble = [f for f in trouble if f.subject != "rendezvous"]
     if missing:
         trouble.insert(0, arrival.missing_finding(missing, waited, where.local, rank.ident, rank.endpoint,

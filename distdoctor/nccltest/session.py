@@ -7,9 +7,10 @@ store channel, the clock) and the ending: `finish` (rank 0 reports and publishes
 every rank returns), `crash` (a bug, reported under its phase) and `last_words` (the watchdog's
 report at the bound, naming the phase that used the time).
 
-Every rank talks to the others only through torch's TCPStore, served by rank 0 on the
-rendezvous port, in this order (each wait bounded by the deadline; every value sealed with the
-job's token, see store.py):
+Every rank talks to the others only through distdoctor's bounded store (store_server.py),
+served by rank 0 on the rendezvous port (under torchrun's agent, the agent's TCPStore), in
+this order (each wait bounded by the deadline; every connection proves the job's token, see
+store_wire.py, and every value is sealed with it, see store.py):
 
     roll, arrived  every rank's fingerprint on one roll, and a count -> rank 0 reads one key
     plan           rank 0: go/no-go, backend, mesh settings, the host leaders
@@ -76,6 +77,7 @@ class Rank:
         self.final_code: int | None = None
         self.channel: store_mod.Channel | None = None
         self.monitor: store_mod.Channel | None = None  # a second connection: never blocked by a call
+        self.server: Any = None  # rank 0's store_server.Server, when it serves the store
         self.fps: list[dict[str, Any]] = []
         self.doomed = False  # a follower that knows the job fails whatever rank 0 says
         # nccl-test.localise appears only when its rounds ran
@@ -113,18 +115,27 @@ class Rank:
             except Exception:  # a store gone away is reported by the phase that needs it
                 pass
 
-    def connect(self, addr: str, master: bool, timeout: float, listen_fd: int | None = None):
-        """A connection to the rendezvous store, with every key under a prefix of this test run:
-        under torchrun the store is the agent's, shared with torch's own keys. listen_fd: the
-        server's own listening socket (bound to one address; without it TCPStore binds all)."""
-        from torch.distributed import PrefixStore, TCPStore
-
-        extra = {"master_listen_fd": listen_fd} if listen_fd is not None else {}
-        raw = TCPStore(addr, self.endpoint.port, None, master, datetime.timedelta(seconds=max(0.5, timeout)),
-                       wait_for_workers=False, **extra)
+    def connect(self, addr: str, master: bool, timeout: float, listener=None):
+        """A connection to the rendezvous store, with every key under a prefix of this test run.
+        master: rank 0 serves distdoctor's bounded store (store_server.py) on `listener`, its own
+        listening socket bound to one address. Under torchrun's agent the store is the agent's
+        TCPStore, shared with torch's own keys: every rank joins it as a client."""
         env = self.host.env
-        return store_mod.Channel(PrefixStore(f"distdoctor-nccl-test/{env.get('TORCHELASTIC_RUN_ID', '')}/"
-                                             f"{env.get('TORCHELASTIC_RESTART_COUNT', '')}", raw), self.token)
+        prefix = f"distdoctor-nccl-test/{env.get('TORCHELASTIC_RUN_ID', '')}/{env.get('TORCHELASTIC_RESTART_COUNT', '')}"
+        if self.agent_store():
+            from torch.distributed import PrefixStore, TCPStore
+
+            raw = TCPStore(addr, self.endpoint.port, None, False, datetime.timedelta(seconds=max(0.5, timeout)),
+                           wait_for_workers=False)
+            return store_mod.Channel(PrefixStore(prefix, raw), self.token)
+        from distdoctor.nccltest import store_server, store_wire
+        from distdoctor.nccltest.store_torch import BoundedStore
+
+        if master and self.server is None:
+            self.server = store_server.Server(listener, self.token, store_server.Limits.for_world(self.world)).start()
+        claims = {"host": self.host.hostname(), "pid": self.host.pid(), "rank": self.rank, "world_size": self.world}
+        conn = store_wire.Connection(addr, self.endpoint.port, self.token, claims, timeout)
+        return store_mod.Channel(BoundedStore(conn, prefix, timeout), self.token)
 
     def agent_store(self) -> bool:
         """torchrun's agent already serves a store on MASTER_PORT: every rank, rank 0 included,

@@ -23,6 +23,7 @@ class IpLink:
     tun_type: str = ""  # tun or tap
     master: str | None = None
     address: str = ""
+    qdisc: str = ""  # the root queueing discipline (noqueue, fq_codel, mq, or a shaper: tbf, netem, ...)
 
 
 def _json(text: str, what: str):
@@ -58,6 +59,7 @@ def parse_link_json(text: str) -> list[IpLink]:
             tun_type=str(data_.get("type", "") or "") if info.get("info_kind") == "tun" else "",
             master=item.get("master") if isinstance(item.get("master"), str) else None,
             address=str(item.get("address", "")),
+            qdisc=str(item.get("qdisc", "") or ""),
         ))
     return links
 

@@ -20,10 +20,13 @@ from datetime import datetime, timezone
 
 # Words that mark a line worth a look; each is found with str.find (a memchr-speed scan), which is
 # many times faster over a long log than one regex alternation.
-# Few, each one pass over the text (longer words scan faster). "Xid" covers SXid; "fallen off"
-# finds the three-line form, whose first line (naming the GPU) is looked up behind it; "AER: "
-# is the one line per PCIe error that names its severity.
-_KEYWORDS = ("Xid", "fallen off", "AER: ", "Link ", "carrier")
+# Few, each one pass over the text. CPython's search skips by the needle's last character, so a
+# longer needle that ends in a rarer one scans faster ("ost carrier" in 0.03 s where "carrier"
+# takes 0.09 s over a million lines; bench/kernel_log_speed.py). "Xid (" covers SXid; "fallen off
+# the bus" finds the three-line form, whose first line (naming the GPU) is looked up behind it;
+# "AER: " is the one line per PCIe error that names its severity; " Link " the mlx5 port and
+# Ethernet link changes; "ost carrier" both "lost carrier" and "Lost carrier".
+_KEYWORDS = ("Xid (", "fallen off the bus", "AER: ", " Link ", "ost carrier")
 
 
 # Time prefixes, tried in order on a candidate line.
@@ -34,6 +37,9 @@ _RELATIVE = re.compile(r"^\[\s*[+-]\d+\.\d+\]\s?(.*)$")  # dmesg -H: time since 
 _CTIME = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?(.*)$")  # dmesg -T
 _DECODE = re.compile(r"^\w+\s*:\s*\w+\s*: (.*)$")  # dmesg --decode: "kern  :warn  : "
 _ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?)\s(.*)$")
+# the same with its parts and an optional --decode prefix, in one match: what a flood's lines cost
+_ISO_LINE = re.compile(r"^(?:[a-z]+\s*:\s*[a-z]+\s*: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?"
+                       r"((?:[+-]\d\d:?\d\d|Z)?)\s(.*)$")
 _JOURNAL_HOST = re.compile(r"^\S+ kernel: (.*)$")  # after an ISO time: "host kernel: msg"
 _SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: (.*)$")  # journalctl short, syslog
 
@@ -136,6 +142,14 @@ def split_time(line: str, year: int = 1970) -> tuple[float | None, float | None,
         m = _RELATIVE.match(line)
         if m:
             return None, None, m.group(1)
+    m = _ISO_LINE.match(line)  # dmesg --time-format iso (--decode or not), journalctl -o short-iso
+    if m:
+        rest = m.group(4)
+        host = _JOURNAL_HOST.match(rest) if "kernel: " in rest else None
+        seconds = _iso_seconds(m.group(1), m.group(3))
+        if seconds is not None and m.group(2):
+            seconds += int(m.group(2)) / 10 ** len(m.group(2))
+        return seconds, None, host.group(1) if host else rest
     m = _DECODE.match(line) if first.isalpha() else None
     if m:
         line = m.group(1)
@@ -153,6 +167,22 @@ def split_time(line: str, year: int = 1970) -> tuple[float | None, float | None,
 
 
 def _event(message: str, wall: float | None, up: float | None, number: int) -> KernelEvent | None:
+    found = _classify(message)
+    if found is None:
+        return None
+    return KernelEvent(found[0], message, found[1], found[2], found[3], wall, up, number)
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(message: str) -> tuple[str, str, int | None, str] | None:
+    """(kind, device, code, detail) of one message. Cached: a flood repeats the same few messages
+    under different times (a program's Xid 13 on every SM)."""
+    found = _match_event(message)
+    return None if found is None else (found.kind, found.device, found.code, found.detail)
+
+
+def _match_event(message: str, wall: float | None = None, up: float | None = None,
+                 number: int = 0) -> KernelEvent | None:
     if "Xid" in message:
         m = _XID.search(message)
         if m:
@@ -192,7 +222,7 @@ def _candidate_starts(text: str) -> list[int]:
         while at >= 0:
             start = text.rfind("\n", 0, at) + 1
             starts.add(start)
-            if word == "fallen off":  # the GPU is named up to two lines before
+            if word == "fallen off the bus":  # the GPU is named up to two lines before
                 before = start
                 for _ in range(2):
                     if before <= 0:
@@ -229,7 +259,7 @@ def parse_kernel_log(text: str, year: int = 1970) -> KernelLog:
         kinds.add("wall" if wall is not None else "uptime" if up is not None else "none")
         if wall is not None and not guessed and line[:3] in _MONTHS and _SYSLOG.match(line):
             guessed = True
-        gpu = _GPU_LINE.search(message)
+        gpu = _GPU_LINE.search(message) if "NVIDIA GPU" in message else None
         if gpu:
             pending_gpu = (gpu.group(1).lower(), number)
             if "fallen off the bus" not in message:
@@ -246,7 +276,8 @@ def parse_kernel_log(text: str, year: int = 1970) -> KernelLog:
         event = _event(message, wall, up, number)
         if event is not None:
             events.append(event)
-    total = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    # the newlines before the last candidate are counted already: count only the rest
+    total = (number - 1) + text.count("\n", counted_to) + (0 if text.endswith("\n") or not text else 1)
     if len(kinds) > 1:
         kinds.discard("none")  # a continuation line without a time does not make the log untimed
     timed = "mixed" if len(kinds) > 1 else (kinds.pop() if kinds else "none")

@@ -49,6 +49,7 @@ class QueryGpu:
     fabric_status: str = ""  # "Success" or an error
     fabric_clique: str = ""
     fabric_cluster_uuid: str = ""
+    fabric_health: str = ""  # the fabric's Health Summary (Healthy, Unhealthy, Limited Capacity), "" when N/A
     reset_required: bool | None = None
     drain_and_reset_recommended: bool | None = None
 
@@ -217,6 +218,7 @@ def _text_gpu(index: int, bus_id: str, node: Node) -> QueryGpu:
         performance_state=_word(_get(node, "Performance State")), utilization=_num(_get(util, "Gpu")),
         fabric_state=_word(_get(fabric, "State")), fabric_status=_word(_get(fabric, "Status")),
         fabric_clique=_word(_get(fabric, "CliqueId")), fabric_cluster_uuid=_word(_get(fabric, "ClusterUUID")),
+        fabric_health=_word(_get(fabric, "Health", "Summary")),
         reset_required=_yes(_get(reset, "Reset Required")),
         drain_and_reset_recommended=_yes(_get(reset, "Drain and Reset Recommended")),
     )
@@ -284,6 +286,7 @@ def _xml_gpu(index: int, element: ET.Element) -> QueryGpu:
         fabric_state=_word(_get(fabric, "state")), fabric_status=_word(_get(fabric, "status")),
         fabric_clique=_word(_first(fabric, ("cliqueId",), ("clique_id",))),
         fabric_cluster_uuid=_word(_first(fabric, ("clusterUuid",), ("cluster_uuid",))),
+        fabric_health=_word(_first(fabric, ("health", "summary"), ("health_summary",))),
         reset_required=_yes(_get(reset, "reset_required")),
         drain_and_reset_recommended=_yes(_get(reset, "drain_and_reset_recommended")),
     )
@@ -308,3 +311,31 @@ def parse_query_xml(text: str) -> QueryReport:
 def parse_query(text: str) -> QueryReport:
     """Either form, told apart by its first non-blank character."""
     return parse_query_xml(text) if text.lstrip().startswith("<") else parse_query_text(text)
+
+
+_FABRIC_LINE = re.compile(r"^(?P<indent>\s*)Fabric\s*$")
+
+
+def parse_fabric_excerpt(text: str) -> tuple[QueryGpu, ...]:
+    """The Fabric sections of a pasted `nvidia-smi -q | grep -A6 Fabric` (no GPU headers, `--`
+    between matches): one QueryGpu per section, in order, with the fabric fields only."""
+    lines = text.splitlines()
+    gpus: list[QueryGpu] = []
+    for i, line in enumerate(lines):
+        m = _FABRIC_LINE.match(line)
+        if not m:
+            continue
+        depth = len(m.group("indent"))
+        end = i + 1
+        while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip()) > depth:
+            end += 1
+        fabric = _get(_tree(lines, i, end), "Fabric") or {}
+        if not isinstance(fabric, dict) or _get(fabric, "State") is None:
+            continue
+        gpus.append(QueryGpu(index=len(gpus), bus_id="", fabric_state=_word(_get(fabric, "State")),
+                             fabric_status=_word(_get(fabric, "Status")), fabric_clique=_word(_get(fabric, "CliqueId")),
+                             fabric_cluster_uuid=_word(_get(fabric, "ClusterUUID")),
+                             fabric_health=_word(_get(fabric, "Health", "Summary"))))
+    if not gpus:
+        raise ParseError(TOOL, "no 'Fabric' section with a State line", 1 if text else None, text)
+    return tuple(gpus)

@@ -179,6 +179,7 @@ class NodeState:
     name: str
     state: str  # IDLE, IDLE+DRAIN, MIXED+DRAIN, DOWN+NOT_RESPONDING ...
     reason: str = ""  # without Slurm's " [user@time]" suffix
+    address: str = ""  # NodeAddr: where slurmctld reaches the node ("" when not shown)
 
     @property
     def flags(self) -> set[str]:
@@ -203,7 +204,9 @@ def parse_node_show(text: str) -> NodeState:
         raise ParseError("scontrol show node", "no NodeName=/State= fields", 1, first)
     reason = re.search(r"(?:^|\s)Reason=(.*)$", text, re.M)
     text_reason = _REASON_BY.sub("", reason.group(1)).strip() if reason else ""
-    return NodeState(name.group(1), state.group(1), "" if text_reason == "(null)" else text_reason)
+    address = re.search(r"(?:^|\s)NodeAddr=(\S+)", text)
+    return NodeState(name.group(1), state.group(1), "" if text_reason == "(null)" else text_reason,
+                     address.group(1) if address else "")
 
 
 @dataclass(frozen=True)

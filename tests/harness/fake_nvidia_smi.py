@@ -10,6 +10,8 @@ included.
     smi.answer("", exit=9, stdout="NVIDIA-SMI has failed because it couldn't communicate ...")
     smi.answer("*", hang=True)           # anything not answered above
     env = smi.env()                       # PATH with the stand-in first, NVML off
+
+The same for another GPU tool: StandIn(tmp_path, "dcgmi") (each tool its own spec and call log).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import sys
 
 _SCRIPT = """#!{python}
 import json, os, sys, time
-spec = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "spec.json")))
+here, name = os.path.split(os.path.abspath(__file__))
+spec = json.load(open(os.path.join(here, name + ".spec.json")))
 key = " ".join(sys.argv[1:])
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log"), "a") as log:
+with open(os.path.join(here, name + ".calls.log"), "a") as log:
     log.write(key + "\\n")
 answer = spec.get(key, spec.get("*"))
 if answer is None:
-    sys.stderr.write("stand-in nvidia-smi: no answer for %r\\n" % key)
+    sys.stderr.write("stand-in %s: no answer for %r\\n" % (name, key))
     sys.exit(2)
 if answer.get("hang"):
     while True:
@@ -41,11 +44,12 @@ sys.exit(answer.get("exit", 0))
 
 
 class StandIn:
-    def __init__(self, directory):
+    def __init__(self, directory, name: str = "nvidia-smi"):
         self.dir = os.path.join(str(directory), "standin-bin")
+        self.name = name
         os.makedirs(self.dir, exist_ok=True)
         self.spec: dict[str, dict] = {}
-        path = os.path.join(self.dir, "nvidia-smi")
+        path = os.path.join(self.dir, name)
         with open(path, "w") as fh:
             fh.write(_SCRIPT.format(python=sys.executable))
         os.chmod(path, 0o755)
@@ -65,12 +69,12 @@ class StandIn:
         return self
 
     def _write(self) -> None:
-        with open(os.path.join(self.dir, "spec.json"), "w") as fh:
+        with open(os.path.join(self.dir, self.name + ".spec.json"), "w") as fh:
             json.dump(self.spec, fh)
 
     def calls(self) -> list[str]:
         try:
-            with open(os.path.join(self.dir, "calls.log")) as fh:
+            with open(os.path.join(self.dir, self.name + ".calls.log")) as fh:
                 return fh.read().splitlines()
         except FileNotFoundError:
             return []

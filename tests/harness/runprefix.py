@@ -53,6 +53,8 @@ SUBNETS = {
     "nccltest.netns": range(61, 62),
     "reach": range(62, 70),        # tests/integration/reach/test_real.py
     "hang.ssh": range(70, 72),     # tests/integration/hang/test_hosts_ssh.py
+    "nccltest.nat": range(72, 74),  # tests/integration/nccltest/test_nat.py: outside, inside
+    "net.ipv6": range(74, 75),     # tests/integration/net/test_ipv6_noise.py
     "free": range(100, 251),       # harnesses that look for an unused /24 (slurm.py)
 }
 

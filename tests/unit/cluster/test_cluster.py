@@ -51,6 +51,22 @@ def test_mtu_difference_fix_sets_the_interface_mtu_on_the_odd_node():
     assert finding.fix.splitlines()[1].startswith("# lasts until a reboot")
 
 
+@pytest.mark.parametrize("odd", [1500, 9216])
+def test_two_nodes_with_different_mtus_lower_the_larger_the_change_that_cannot_make_it_worse(odd):
+    """No majority: the fix is a command, not 'make it the same', and never raises an MTU (a
+    path that carries less than the larger end sends is the black hole)."""
+    view = cluster.build(fleet(2, gpu002={"net.if.eth0.mtu": odd}))
+    reports = fleet(2)
+    base = reports["gpu001"]["inventory"]["net.if.eth0.mtu"]
+    (finding,) = _runs(view)["cluster.facts-agree"].findings
+    low, high = sorted((base, odd))
+    big, small = ("gpu002", "gpu001") if odd == high else ("gpu001", "gpu002")
+    lines = finding.fix.splitlines()
+    assert lines[0] == f"ssh {big} ip link set dev eth0 mtu {low}", finding.fix
+    assert lines[1].startswith("# lasts until a reboot")
+    assert lines[2].startswith(f"# or raise {small} to {high} instead, if every hop"), finding.fix
+
+
 def test_an_interface_only_some_nodes_have_is_not_a_difference():
     view = cluster.build(fleet(4, gpu003={"net.if.docker0.mtu": 1500}))
     assert view.differences == []
@@ -63,12 +79,14 @@ def test_nodes_sharing_hostname_and_boot_id_are_one_host_to_nccl():
     view = cluster.build(reports)
     run = _runs(view)["cluster.host-identity"]
     assert run.status is Status.FAIL
-    summaries = [f.summary for f in run.findings]
-    assert "gpu[003-004] share hostname gpu003" in summaries
-    assert "gpu[003-004] share NCCL host hash hash-gpu003" in summaries
+    # One cause, one finding: the boot id and host hash the two share are said in the hostname's.
+    [named] = run.findings
+    assert named.summary == "gpu[003-004] share hostname gpu003 and one kernel (boot id boot-gpu003)"
+    assert "NCCL takes them for one host" in named.explanation and "cannot be changed" in named.explanation
+    assert named.evidence["folded"] == ["host.boot_id", "nccl.host_hash"]
+    assert "# a boot id cannot be changed: the kernel draws it at each boot" in named.fix
     assert view.outliers == ["gpu003", "gpu004"]
     # The clone is the node whose job name is not the hostname it reports: only it is renamed.
-    [named] = [f for f in run.findings if f.subject == "host.name"]
     assert named.fix.splitlines()[0] == "ssh gpu004 hostnamectl set-hostname gpu004", named.fix
     assert "gpu003 hostnamectl" not in named.fix
 
@@ -186,8 +204,30 @@ def test_nodes_on_one_machine_share_boot_and_machine_id_harmlessly_while_nccl_te
         doc["inventory"].update({"host.boot_id": "one-kernel", "host.machine_id": "one-image"})
     assert cluster.build(reports).differences == []
     reports["gpu003"]["inventory"].update({"host.name": "gpu002", "nccl.host_hash": "hash-gpu002"})
-    keys = {d.key for d in cluster.build(reports).differences}
-    assert keys == {"host.name", "host.boot_id", "host.machine_id", "nccl.host_hash"}
+    view = cluster.build(reports)
+    # the host hash gpu[002-003] share is the hostname's doing: said in its finding; the boot id
+    # all three share is not theirs alone, so it stays a finding of its own
+    assert {d.key for d in view.differences} == {"host.name", "host.boot_id", "host.machine_id"}
+    findings = {f.subject: f for f in _runs(view)["cluster.host-identity"].findings}
+    assert findings["host.name"].evidence["folded"] == ["nccl.host_hash"]
+    assert "cannot be changed" in findings["host.boot_id"].fix and "gpu[001-003]" in findings["host.boot_id"].fix
+    # a cloned machine id: a new one on all but the first, which keeps its own
+    assert findings["host.machine_id"].fix.splitlines()[0] == \
+        "clush -w 'gpu[002-003]' -- 'rm -f /etc/machine-id && systemd-machine-id-setup'", findings["host.machine_id"].fix
+    assert "gpu001 keeps its own" in findings["host.machine_id"].fix
+
+
+def test_nodes_that_share_a_kernel_are_named_in_the_ok_line():
+    """Namespaces or containers on one machine (the test Slurm cluster's nodes): one boot id,
+    distinct hostnames. Harmless to NCCL, so OK, but said, with the nodes named."""
+    reports = fleet(3)
+    for name in ("gpu001", "gpu002"):
+        reports[name]["inventory"]["host.boot_id"] = "5c1f0a2e-77aa-4a43-9d7b-0123456789ab"
+    view = cluster.build(reports)
+    run = _runs(view)["cluster.host-identity"]
+    assert run.status is Status.OK
+    assert run.findings[0].summary.startswith("gpu[001-002] share one kernel (boot id 5c1f0a2e…): containers or "
+                                              "namespaces on one machine"), run.findings[0].summary
 
 
 def test_a_tie_has_no_reference_and_no_command_is_built_from_one():

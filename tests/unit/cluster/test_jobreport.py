@@ -130,3 +130,23 @@ def test_rank_0_listens_only_on_its_own_routable_address():
         jobreport.bind_address(host, "node2")  # MASTER_ADDR names another host
     with pytest.raises(jobreport.GatherError, match="does not resolve"):
         jobreport.bind_address(host, "nowhere")
+
+
+def test_a_stale_address_for_rank_0s_node_is_named_with_this_nodes_hosts_line_not_a_firewall():
+    """Live (bench/live_faults.py stale-hosts-node2, a fault the fixes were not tuned on): node2's
+    /etc/hosts mapped node1 to an address nobody has; its report timed out and the fix was an
+    nft rule for node1, which failed (no such table). Slurm's NodeAddr says where node1 is."""
+    plan = jobreport.Plan("leader", 2, ("node1", "node2"), "node1", 31354, "s", "node2")
+    hosts = "127.0.0.1\tlocalhost\n10.0.0.99\tnode1\n10.0.0.12\tnode2\n"
+    summary, explanation, fix = jobreport.undelivered(plan, "could not hand the report to rank 0 at node1:31354: "
+                                                      "timed out", "10.0.0.0/24", ["10.0.0.99"], "10.0.0.11", hosts)
+    assert summary.endswith("node1 resolves here to 10.0.0.99, but Slurm reaches it at 10.0.0.11"), summary
+    from distdoctor.remote import render_all as render
+
+    text = render(fix)
+    assert "nft" not in text and "getent hosts node1" in text, text
+    assert "# as root on node2: /etc/hosts line 2 maps node1 to 10.0.0.99" in text, text
+    assert "s/^\\([[:space:]]*\\)10\\.0\\.0\\.99\\([[:space:]]\\)/\\110.0.0.11\\2/" in text, text
+    # the same timeout with the right address is still the firewall's
+    summary, _e, fix = jobreport.undelivered(plan, "timed out", "10.0.0.0/24", ["10.0.0.11"], "10.0.0.11", hosts)
+    assert "nft insert rule" in render(fix) and "resolves here" not in summary

@@ -149,3 +149,14 @@ def test_every_named_remedy_lints_clean_as_a_record():
             *fixes.firewall_open_port(["gpu1", "gpu2"], 29500), fixes.mtu("eth0", 9000, ["gpu1"]),
             *fixes.hostname_address("gpu1")]
     assert lint_all(made, exists()) == {}
+
+
+def test_a_substitution_inside_single_quotes_is_a_word_not_a_command():
+    """A hostile value quoted into a fix (`pip install 'torch==$(x)'`) runs nothing; the same
+    text unquoted or in double quotes runs x, and x is linted as a command."""
+    from distdoctor import fixlint
+
+    assert fixlint.lint("pip install 'torch==$(pwned)'", None) == []
+    # ssh's command runs in the node's shell: quoted once, the substitution runs there
+    for live in ("echo $(pwned)", 'echo "$(pwned)"', "echo 'a'$(pwned)'b'", "ssh node1 'ls $(pwned)'"):
+        assert any("'pwned' is not a command" in p for p in fixlint.lint(live, None)), live

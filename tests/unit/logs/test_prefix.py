@@ -70,6 +70,22 @@ def test_the_rank_a_message_states_wins_over_the_launcher_label(line, rank):
      "failed (exitcode: 1) local_rank: 0", {"level": "E"}),
     ("[2024-05-08 08:47:31,877] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1)",
      "failed (exitcode: 1)", {"time_text": "08:47:31"}),
+    # a launcher's `[N] ` rank label in front of NCCL's prefix (NVIDIA/nccl#302; NVIDIA/nccl#1241-like)
+    ("[155] crow-ib-new-nccl-256-info-19:5330:7970 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed",
+     "misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed",
+     {"rank": 155, "host": "crow-ib-new-nccl-256-info-19", "pid": 5330, "device": 3}),
+    ("[3] gpu7:4105:4372 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>", "NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+     {"rank": 3, "host": "gpu7"}),
+    # ...but not in front of plain text, where it may be a viewer's or a list's number
+    ("[12] some text", "[12] some text", {"rank": None}),
+    # UCX's epoch clock and its older `[host:pid :thread]` (openucx/ucx#1880, #2973)
+    ("Sun Oct  1 17:01:10 2017[1,30]<stdout>:[1506866470.744682] [clx-hercules-065:1411 :0]       dc_verbs.c:633  "
+     "UCX  ERROR Send completion with error on qp 0x10e55: transport retry counter exceeded syndrome 0x81",
+     "dc_verbs.c:633  UCX  ERROR Send completion with error on qp 0x10e55: transport retry counter exceeded syndrome 0x81",
+     {"rank": 30, "host": "clx-hercules-065", "pid": 1411, "time_text": "14:01:10"}),
+    ("[1590058386.423477] [gpu01:30471:0:30471] ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB",
+     "ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB",
+     {"host": "gpu01", "pid": 30471, "time": (2020, 5, 21, 10 * 3600 + 53 * 60 + 6.423477)}),
 ])
 def test_split_more_launchers(line, body, fields):
     got = split(line)

@@ -101,6 +101,34 @@ def test_a_measured_path_mtu_names_the_size_and_lowers_only_the_ends_above_it():
     assert "small messages pass" in found.summary
 
 
+def test_a_host_that_advertises_loopback_is_not_given_a_firewall_rule():
+    """Live (loopback-name-node1): rank 0's name on 127.0.1.1, so it advertised 127.0.0.1 and
+    node2's probe was refused by its own loopback; the fix was an nft rule for node1."""
+    results = {(1, 0): {"status": "refused"}, (0, 1): ok_probe(0.5)}
+    hmap = hostmesh.group([fp(0, "node1", "127.0.0.1"), fp(1, "node2", "10.0.0.2")])
+    [found] = hostmesh.findings(hmap, hostmesh.judge(2, results), 2, 1 << 20)
+    assert found.summary == ("the other hosts cannot connect to node1 (rank 0) at 127.0.0.1: a loopback address, "
+                             "where each connects to itself")
+    assert "nft" not in found.fix and found.fix.startswith("# map node1 to the cluster address")
+
+
+def test_a_stall_through_a_shaper_names_the_shaper_not_the_mtu():
+    """Live (bench/live_faults.py tbf-1mbit-node2): 1 Mbit/s on node2's eth0, the 1 MiB transfer
+    did not finish, the probes got no echo through the full queue, and the fix was to compare
+    MTUs. The end with the shaper is named, with the tc line for it."""
+    results = {(1, 0): {"status": "stalled", "moved": 720896, "path": {"route_mtu": 1500, "passes": 0,
+                                                                        "no_echo": True}},
+               (0, 1): ok_probe(0.5)}
+    fps = [{**fp(0, "node1", "10.0.0.1"), "interface": "eth0", "mtu": 1500, "qdisc": "noqueue"},
+           {**fp(1, "node2", "10.0.0.2"), "interface": "eth0", "mtu": 1500, "qdisc": "tbf"}]
+    [found] = hostmesh.findings(hostmesh.group(fps), hostmesh.judge(2, results), 2, 1 << 20)
+    assert found.summary == ("node2 (rank 1) -> node1 (rank 0): a 1 MiB transfer did not finish in time (704 KiB "
+                             "left the sender): node2's eth0 has a tbf queueing discipline (a rate limit (token "
+                             "bucket filter))"), found.summary
+    assert found.fix.splitlines() == ["ssh node2 'tc qdisc show dev eth0 && tc qdisc del dev eth0 root'",
+                                      "# unless someone set it on purpose"], found.fix
+
+
 def test_path_mtu_against_a_real_listener_on_the_loopback():
     listener = mesh.Listener("127.0.0.1", 0)
     try:

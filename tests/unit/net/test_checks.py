@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 
 import pytest
 
@@ -284,6 +285,28 @@ def test_slow_physical_link_warns():
     assert statuses(findings) == [Status.WARN] and "1000 Mb/s" in findings[0].summary
     ok = run_check(net.link_speed_mtu, lab_host({"NCCL_SOCKET_IFNAME": "=enp1s0f0"}))
     assert statuses(ok) == [Status.OK]
+
+
+@pytest.mark.parametrize("qdisc, flagged", [("tbf", True), ("netem", True), ("fq_codel", False), ("mq", False),
+                                             ("noqueue", False)])
+def test_a_shaper_on_the_interface_nccl_uses_is_named_with_the_command_that_removes_it(qdisc, flagged):
+    """Live (bench/live_faults.py tbf-1mbit-node2): a rate limit on node2's eth0 stalled nccl-test's
+    1 MiB transfer, and the fix was to compare MTUs. The default queues are not findings."""
+    physical = as_physical("enp1s0f0")
+    links = json.loads(physical["commands"][IP_LINK])
+    next(link for link in links if link["ifname"] == "enp1s0f0")["qdisc"] = qdisc
+    physical["commands"][IP_LINK] = json.dumps(links)
+    host = lab_host({"NCCL_SOCKET_IFNAME": "=enp1s0f0"}, hostname="node2", **physical)
+    found = run_check(net.link_speed_mtu, host)
+    shaped = [f for f in found if f.evidence.get("qdisc")]
+    assert bool(shaped) is flagged, [f.summary for f in found]
+    if flagged:
+        [f] = shaped
+        assert f.status is Status.WARN and f.summary.startswith(f"enp1s0f0 has a {qdisc} queueing discipline")
+        assert f.fix == ("# as root on node2: unless someone set it on purpose\n"
+                         "tc qdisc show dev enp1s0f0 && tc qdisc del dev enp1s0f0 root"), f.fix
+    else:
+        assert statuses(found) == [Status.OK]
 
 
 def test_a_vm_uplink_is_never_matched_to_a_host_local_bridge():

@@ -124,7 +124,7 @@ def test_one_cause_is_one_finding_and_fixes_name_the_judged_node():
     assert set(fails) == {"torch", "shm.size"}
     torch = fails["torch"]
     assert torch.summary.startswith("torch: 5 expected facts absent (torch.version = (absent), expected 2.5.1+cu124")
-    assert torch.fix == "pip install 'torch==2.5.1+cu124'   # on gpu-a01, in the job's environment"
+    assert torch.fix == "pip install torch==2.5.1+cu124   # on gpu-a01, in the job's environment"
     assert sorted(torch.evidence["facts"]) == sorted(k for k in wanted if k != "shm.size")
     assert node.family("pip.torch") == node.family("torch.git_version") == "torch"
     assert node.family("pip.nvidia_nccl_cu12") == "nvidia" and node.family("gpu.count") == "gpu"

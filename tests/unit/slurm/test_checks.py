@@ -362,6 +362,32 @@ def test_master_addr_may_be_an_address_of_the_first_node():
     assert f.status is Status.OK
 
 
+V6 = {"lo": [{"family": "inet", "address": "127.0.0.1", "netmask": "255.0.0.0"}],
+      "eth0": [{"family": "inet", "address": "10.0.0.11", "netmask": "255.255.255.0"},
+               {"family": "inet6", "address": "fd43::11", "netmask": "ffff:ffff:ffff:ffff::"}]}
+
+
+@pytest.mark.parametrize("me, status", [("node1", Status.OK), ("node2", None)])
+def test_an_ipv6_master_addr_of_the_first_node_is_not_called_another_node(me, status):
+    """Live (the two-node Slurm cluster, eth0 with fd43::11): MASTER_ADDR=fd43:0::11 was 'not the
+    first node of the step (node1)' on every node, node1 resolving only to its IPv4 address. The
+    first node knows its own addresses (written either way); another node cannot tell, and leaves
+    it to the first node's run of the check instead of a false FAIL."""
+    env = dict(GOOD, MASTER_ADDR="fd43:0::11", SLURMD_NODENAME=me)
+    found = findings(S.torch_wiring, host(env, files=EPHEMERAL, hostname=me, if_addrs=V6 if me == "node1" else None,
+                                          resolve={"node1": ["10.0.0.11"], "fd43:0::11": ["fd43::11"]}))
+    assert not [f for f in found if f.status is Status.FAIL], [f.summary for f in found]
+    if status is not None:
+        assert [f.status for f in found] == [status]
+
+
+def test_an_ipv6_master_addr_that_is_not_the_first_nodes_is_still_named_there():
+    env = dict(GOOD, MASTER_ADDR="fd43::99", SLURMD_NODENAME="node1")
+    found = findings(S.torch_wiring, host(env, files=EPHEMERAL, if_addrs=V6,
+                                          resolve={"node1": ["10.0.0.11"], "fd43::99": ["fd43::99"]}))
+    assert [f.status for f in found] == [Status.FAIL] and "not the first node" in found[0].summary
+
+
 @pytest.mark.parametrize("change, status, words", [
     ({"WORLD_SIZE": "8"}, Status.FAIL, "WORLD_SIZE=8 but SLURM_STEP_NUM_TASKS=4"),
     ({"RANK": "0"}, Status.FAIL, "RANK=0 but SLURM_PROCID=3"),

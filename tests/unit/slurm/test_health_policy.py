@@ -24,7 +24,8 @@ def capture(name):
 
 def test_node_state_from_real_captures():
     drained = parse_node_show(capture("scontrol_show_node_drained.txt"))
-    assert drained == NodeState("node1", "IDLE+DRAIN", "distdoctor: host.shm-size: /dev/shm is only 16 MiB")
+    assert drained == NodeState("node1", "IDLE+DRAIN", "distdoctor: host.shm-size: /dev/shm is only 16 MiB",
+                                "10.120.192.11")
     assert drained.drained
     idle = parse_node_show(capture("scontrol_show_node_idle_oneliner.txt"))
     assert idle.state == "IDLE" and idle.reason == "" and not idle.drained

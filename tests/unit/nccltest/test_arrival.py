@@ -1,0 +1,34 @@
+"""Rank 0's launch findings (nccltest/arrival.py): is MASTER_ADDR this host, and if not, what to do."""
+
+from distdoctor.nccltest import arrival
+from distdoctor.nccltest.rendezvous import Endpoint, Identity
+
+IDENT = Identity(0, 2, 0, "srun", "srun step 7.0")
+
+
+def _launch(addr, hostname, resolved, mine, hostname_addrs):
+    suggestion = arrival.reachable_name(hostname, hostname_addrs, mine, sorted(mine)[0])
+    e = Endpoint(addr, 29500, "first host of the step", "derived")
+    return arrival.launch_findings(e, IDENT, hostname, resolved, "", mine, suggestion, hostname_addrs)
+
+
+def test_rank0_in_a_natted_container_named_like_its_host_gets_host_networking_not_its_inside_address():
+    """Live (bench/live_faults.py nat-rank0): rank 0 in a container on node1's bridge network;
+    MASTER_ADDR=node1 resolves to node1's address, which the container does not have. The fix
+    was `export MASTER_ADDR=172.31.1.2`, the NATed inside address that nobody reaches."""
+    [_, found] = _launch("node1", "node1", ["10.143.132.11"], {"172.31.1.2", "127.0.0.1"}, ["10.143.132.11"])
+    assert found.status.value == "fail"
+    assert "is the name of rank 0's host node1, but not an address rank 0 has" in found.summary
+    assert "172.31.1.2" not in found.fix and "--network=host" in found.fix, found.fix
+    assert found.fix.startswith("# on node1: restart its container with host networking"), found.fix
+
+
+def test_the_host_address_itself_as_master_addr_is_the_same_case():
+    [_, found] = _launch("10.143.132.11", "node1", ["10.143.132.11"], {"172.31.1.2"}, ["10.143.132.11"])
+    assert "--network=host" in found.fix and "MASTER_ADDR=" not in found.fix
+
+
+def test_master_addr_of_another_host_still_gets_the_address_that_works():
+    [_, found] = _launch("node2", "node1", ["10.143.132.12"], {"10.143.132.11"}, ["10.143.132.11"])
+    assert found.summary.startswith("MASTER_ADDR node2 (10.143.132.12) is not an address of rank 0's host node1")
+    assert found.fix == "export MASTER_ADDR=node1"

@@ -1,0 +1,32 @@
+"""gloo's address, judged from the ranks' fingerprints (nccltest/backend.py)."""
+
+from distdoctor.nccltest import backend
+
+
+def _fp(rank, host, address, interface, **extra):
+    return {"rank": rank, "host": host, "address": address, "interface": interface,
+            "hostname_addrs": [address], "addresses": [address], **extra}
+
+
+def test_rank0_whose_name_is_loopback_gets_its_cluster_address_not_127():
+    """Rank 0 reaches MASTER_ADDR (its own name) through the loopback, so its route says
+    127.0.0.1; the fix must still map its name to the address the other nodes reach (live: the
+    /etc/hosts rewrite once printed `127.0.0.1 node1`, leaving the name on loopback)."""
+    lead = _fp(0, "node1", "127.0.0.1", "lo", hostname_addrs=["127.0.1.1"],
+               addresses=["10.143.132.11", "172.17.0.1", "fe80::1%eth0"], nccl_interface="eth0",
+               nccl_address="10.143.132.11",
+               hosts_lines=[{"line": 2, "text": "127.0.1.1\tnode1", "address": "127.0.1.1", "names": ["node1"]}])
+    other = _fp(1, "node2", "10.143.132.12", "eth0")
+    found = backend.gloo_address_problem([lead, other])
+    assert found is not None
+    assert "127.0.0.1" not in found.fix.replace("127\\.0\\.1\\.1", ""), found.fix
+    assert "\\110.143.132.11\\2" in found.fix and "# as root on node1:" in found.fix, found.fix
+    # the interface holding that address is eth0 on both: one setting for every node
+    assert found.fix.splitlines()[1] == "export GLOO_SOCKET_IFNAME=eth0", found.fix
+
+
+def test_a_loopback_rank_with_no_address_near_the_others_gets_no_guess():
+    lead = _fp(0, "node1", "127.0.0.1", "lo", hostname_addrs=["127.0.1.1"], addresses=["10.1.0.1", "192.168.9.1"],
+               hosts_lines=[{"line": 2, "text": "127.0.1.1 node1", "address": "127.0.1.1", "names": ["node1"]}])
+    found = backend.gloo_address_problem([lead])
+    assert found is None or "127.0.0.1\\2" not in found.fix

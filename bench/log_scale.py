@@ -123,7 +123,7 @@ def main() -> int:
         log_argv = distdoctor_argv() + ["log", "--json", path]
         grep_argv = ["grep", "-c", "WARN", path]
         measured(grep_argv)  # page cache
-        ours, theirs, rss_ours, rss_theirs, cpu_ours = [], [], [], [], []
+        ours, theirs, rss_ours, rss_theirs, cpu_ours, cpu_theirs = [], [], [], [], [], []
         verdict = ""
         for _ in range(args.pairs):
             t, rss, out, code, cpu = measured(log_argv)
@@ -138,7 +138,8 @@ def main() -> int:
                 verdict = diag["findings"][0]["summary"]
             except (ValueError, StopIteration, KeyError, IndexError) as exc:
                 verdict = f"unreadable report: {exc}"
-            t, rss, _out, _code, _cpu = measured(grep_argv)
+            t, rss, _out, _code, cpu = measured(grep_argv)
+            cpu_theirs.append(cpu)
             theirs.append(t)
             rss_theirs.append(rss)
         ratio = statistics.median(a / b for a, b in zip(ours, theirs))
@@ -146,8 +147,11 @@ def main() -> int:
         print(f"distdoctor log  median {statistics.median(ours):.2f} s  (min {min(ours):.2f}, max {max(ours):.2f})"
               f"  peak RSS {max(rss_ours):.0f} MiB  CPU {statistics.median(cpu_ours):.1f} s (grep's included)")
         print(f"grep -c WARN    median {statistics.median(theirs):.2f} s  (min {min(theirs):.2f}, max {max(theirs):.2f})"
-              f"  peak RSS {max(rss_theirs):.0f} MiB")
+              f"  peak RSS {max(rss_theirs):.0f} MiB  CPU {statistics.median(cpu_theirs):.2f} s")
         print(f"median ratio distdoctor/grep: {ratio:.1f}")
+        # the wall ratio moves with the neighbours' load (two processes against one); CPU does not
+        cpu_ratio = statistics.median(a / b for a, b in zip(cpu_ours, cpu_theirs) if b > 0)
+        print(f"median CPU ratio distdoctor/grep: {cpu_ratio:.1f}")
         print(f"load average when done: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         print(f"diagnosis: {verdict}")
         ok = verdict.startswith(f"rank {FAILING} on {_host(FAILING)} failed first")

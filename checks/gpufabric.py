@@ -8,9 +8,15 @@ from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT
 from distdoctor.hardware import xid as xid_catalogue
 from distdoctor.hardware.actions import needs_drain, strongest
+from distdoctor.hardware.imex import judge_imex
+from distdoctor.host.results import CommandResult
+from distdoctor.model import Status
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.nvidia_imex import parse_imex_nodes
 from distdoctor.text import plural
 
 SYSTEMCTL_TIMEOUT = 4.0
+IMEX_CTL_TIMEOUT = 6.0
 
 
 def _gpus(ctx: Context):
@@ -99,7 +105,9 @@ def fabric(ctx: Context):
     Completed, Status Success). Systems without NVSwitch need no fabric manager and are not
     judged (the service fails there with NV_WARN_NOTHING_TO_DO, which is harmless). The NVSwitch
     errors the fabric manager logged within the window are judged by NVIDIA's SXid catalogue. A
-    node in a multi-node NVLink domain (a non-zero ClusterUUID) needs the nvidia-imex daemon."""
+    node in a multi-node NVLink domain (a non-zero ClusterUUID) needs the nvidia-imex daemon, and
+    where it runs, `nvidia-imex-ctl -N` (bounded) must show every node READY and every pair of nodes
+    connected. A GPU whose fabric Health Summary is Unhealthy joined with degraded links or routes."""
     health, none = _gpus(ctx)
     if none:
         yield none
@@ -152,10 +160,17 @@ def fabric(ctx: Context):
                                    "Non-fatal NVSwitch errors the fabric carried on through.",
                        fix="# drain the node and reboot it; if the errors return: nvidia-bug-report.sh"
                        if needs_drain(action) else f"grep -c 'detected NVSwitch' {fm.source}")
-    result = ctx.host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT)
+    # A GPU in a multi-node NVLink domain (GB200 NVL72) has a non-zero ClusterUUID; its memory is
+    # shared across nodes only through the IMEX daemon. Agreement of ClusterUUID/CliqueId across
+    # the job's nodes is the inventory's (gpu.fabric.*), judged by `distdoctor compare`/`fleet`.
+    domain = sorted({g.fabric_cluster_uuid for g in health.gpus if g.fabric_cluster_uuid.strip("0-")})
+    # In such a domain the NVSwitches sit in the rack's switch trays and their fabric manager runs
+    # there, not on this node (gpud judges GB200 by the GPUs' fabric state alone, leptonai/gpud#1106).
+    result = ctx.host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT) \
+        if not domain else CommandResult(("systemctl",), 127, error="not asked: the fabric manager is the rack's")
     state = result.stdout.strip()
     if result.missing:
-        pass  # no systemd here (a container): the per-GPU fabric state above is what can be judged
+        pass  # no systemd here (a container), or a rack's node: the per-GPU fabric state above is what can be judged
     elif state != "active":
         found = True
         yield fail(f"nvidia-fabricmanager is {state or 'not running'} on an NVSwitch system", subject="nvidia-fabricmanager",
@@ -163,10 +178,6 @@ def fabric(ctx: Context):
                    explanation="Without the fabric manager the NVSwitches are not programmed: multi-GPU jobs fail "
                                "with CUDA error 802 or run without NVLink.",
                    fix="sudo systemctl enable --now nvidia-fabricmanager && journalctl -u nvidia-fabricmanager -n 50")
-    # A GPU in a multi-node NVLink domain (GB200 NVL72) has a non-zero ClusterUUID; its memory is
-    # shared across nodes only through the IMEX daemon. Agreement of ClusterUUID/CliqueId across
-    # the job's nodes is the inventory's (gpu.fabric.*), judged by `distdoctor compare`/`fleet`.
-    domain = sorted({g.fabric_cluster_uuid for g in health.gpus if g.fabric_cluster_uuid.strip("0-")})
     imex = ctx.host.run(["systemctl", "is-active", "nvidia-imex"], timeout=SYSTEMCTL_TIMEOUT) if domain else None
     if imex is not None and not imex.missing and imex.stdout.strip() != "active":
         found = True
@@ -177,10 +188,34 @@ def fabric(ctx: Context):
                                "IMEX daemon; without it jobs across the domain's nodes fail to import each other's "
                                "memory.",
                    fix="sudo systemctl enable --now nvidia-imex && journalctl -u nvidia-imex -n 50")
+    if imex is not None and not imex.missing and imex.stdout.strip() == "active":
+        for finding in _imex_domain(ctx):
+            found = True
+            yield finding
     if not found:
         yield ok(f"NVSwitch system: {plural(len(health.gpus), 'GPU')} in the fabric"
                  + ("" if result.missing else ", nvidia-fabricmanager active")
                  + (", nvidia-imex active" if imex is not None and not imex.missing else ""))
+
+
+def _imex_domain(ctx: Context):
+    """What this node's IMEX daemon sees of the domain (`nvidia-imex-ctl -N`, bounded): the nodes
+    not READY, the pairs not connected (hardware/imex.py). Nothing when the tool is absent."""
+    result = ctx.host.run(["nvidia-imex-ctl", "-N"], timeout=IMEX_CTL_TIMEOUT)
+    if result.missing:
+        return
+    if result.timed_out:
+        yield warn(f"`nvidia-imex-ctl -N` did not answer within {IMEX_CTL_TIMEOUT:g} s", subject="nvidia-imex",
+                   action="none", evidence={"detail": result.describe()},
+                   explanation="The IMEX daemon did not answer its control query; jobs that share GPU memory "
+                               "across the NVLink domain may hang on it.",
+                   fix="systemctl status nvidia-imex --no-pager")
+        return
+    try:
+        domain = parse_imex_nodes(result.stdout)
+    except ParseError:
+        return  # an older daemon without -N, or a message instead of the table: systemctl said it runs
+    yield from (f for f in judge_imex(domain) if f.status is not Status.OK)
 
 
 @check("gpu.mig-consistency", title="All GPUs of the node are in the same MIG mode, with nothing pending",

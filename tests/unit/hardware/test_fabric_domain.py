@@ -89,3 +89,37 @@ def test_imex_degraded_names_nodes_and_pairs():
 def test_garbage_is_a_parse_error(parse, bad):
     with pytest.raises(ParseError):
         parse(bad)
+
+
+def gb200_node(imex_answer):
+    """A node whose GPU reports the real Fabric section of dra-driver#626 (through NVML, as the
+    live check reads it), with nvidia-fabricmanager and nvidia-imex active."""
+    from distdoctor.host import CommandResult
+    from distdoctor.logs.pasted_tools import nvml_from_gpus
+    from distdoctor.testing import FakeHost
+
+    # no nvidia-fabricmanager on a rack's compute node: it runs in the switch trays
+    commands = {("systemctl", "is-active", "nvidia-fabricmanager"): CommandResult(("systemctl",), 3, "inactive\n"),
+                ("systemctl", "is-active", "nvidia-imex"): "active\n"}
+    if imex_answer is not None:
+        commands[("nvidia-imex-ctl", "-N")] = imex_answer
+    return FakeHost(nvml=nvml_from_gpus(parse_fabric_excerpt(fabric(UNHEALTHY)), "570.172"), commands=commands)
+
+
+def fabric_findings(host):
+    from distdoctor.checks import gpufabric
+    from distdoctor.testing import run_check
+
+    return [(f.status, f.subject, f.action) for f in run_check(gpufabric.fabric, host)]
+
+
+def test_live_imex_domain_read_where_the_daemon_runs():
+    from distdoctor.host import CommandResult
+
+    unhealthy = (Status.FAIL, "GPU0", "reset-gpu")
+    assert fabric_findings(gb200_node(imex(IMEX18))) == [unhealthy]  # all READY and connected: nothing more
+    assert fabric_findings(gb200_node(None)) == [unhealthy]  # no nvidia-imex-ctl: nothing asked
+    degraded = imex(IMEX18).replace("172.31.50.44    - READY     ", "172.31.50.44    - UNAVAILABLE")
+    assert fabric_findings(gb200_node(degraded)) == [unhealthy, (Status.FAIL, "172.31.50.44", "fix-config")]
+    hung = CommandResult(("nvidia-imex-ctl", "-N"), None, duration=6.0, timed_out=True)
+    assert fabric_findings(gb200_node(hung)) == [unhealthy, (Status.WARN, "nvidia-imex", "none")]

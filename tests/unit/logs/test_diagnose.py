@@ -348,3 +348,20 @@ def test_an_unstamped_line_keeps_its_place_before_the_stamped_error_after_it(tmp
     assert diag.findings[0].evidence["where"].endswith("mixed.log:1")
     # the stated clock is not invented for the unstamped line
     assert " at 10:56:59" not in diag.findings[0].summary
+
+
+@pytest.mark.parametrize("use_grep", [True, False], ids=["grep", "python"])
+def test_lines_of_several_large_inputs_are_numbered_and_counted_without_the_reader(tmp_path, use_grep):
+    # grep's sentinel after each block numbers the lines (the reader counts none of them):
+    # the right line in the right file, and every line counted once
+    chatter = "".join(f"{r}: gpu1:{100 + r}:1 [0] NCCL INFO AllReduce: opCount {i:x} count 1024 datatype 7\n"
+                      for i in range(700) for r in range(4))
+    (tmp_path / "a.log").write_text(chatter)
+    (tmp_path / "b.log").write_text(chatter + "2: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB\n"
+                                    + chatter)
+    runs, _ok = analyse([str(tmp_path)], matcher=STUB, block=16 * 1024, use_grep=use_grep)
+    by_id = {r.id: r for r in runs}
+    root = by_id["log.diagnosis"].findings[0]
+    assert root.evidence["where"] == f"{tmp_path / 'b.log'}:{2800 + 1}"
+    read = next(f for f in by_id["log.input"].findings if f.summary.startswith("read "))
+    assert read.evidence["lines"] == 2800 * 3 + 1

@@ -31,7 +31,7 @@ from distdoctor.remote import Fix, render, script
 # Commands a fix may start with: tools a cluster user has, by name (PATH lookups would make the
 # linter depend on the machine it runs on).
 COMMANDS = frozenset("""
-    show_gids apt-get apt awk cat chmod chown cp curl df dmesg dnf docker du env ethtool findmnt free getent
+    show_gids nvidia-imex-ctl apt-get apt awk cat chmod chown cp curl df dmesg dnf docker du env ethtool findmnt free getent
     git grep head horovodrun hostname ibstat ibstatus ibv_devinfo ibv_devices id install ip
     iptables journalctl kill ldconfig ldd less ln ls lsmod lspci modprobe module mount mkdir mktemp
     mpiexec mpirun mv nc nft nproc numactl nvidia-smi nvidia-persistenced ompi_info pip pip3 ping

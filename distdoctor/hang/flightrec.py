@@ -50,6 +50,8 @@ def loads(data: bytes) -> dict:
             doc = json.loads(data.decode("utf-8", "replace"))
         except ValueError as exc:
             raise NotADump(f"JSON that does not parse (truncated?): {exc}") from None
+        except RecursionError:
+            raise NotADump("JSON nested deeper than Python can read: not a Flight Recorder dump") from None
     elif data[:1] == b"\x80":
         try:
             doc = PlainUnpickler(io.BytesIO(data)).load()
@@ -79,34 +81,70 @@ def _op(name: str) -> str:
     return name.split(":", 1)[1] if ":" in name else name
 
 
+def _word(value: Any, default: str = "") -> str:
+    """A scalar of the dump as text; anything else is not one (a pickle can share one list
+    between many places, so str() of a small file's object can take forever)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return default
+    return str(value)[:200]
+
+
+def _sizes(value: Any, budget: int = 64, depth: int = 4) -> str:
+    """input_sizes as compact JSON, at most `budget` scalars and `depth` levels deep: a shared
+    or deeply nested structure is cut, never walked whole."""
+    left = [budget]
+
+    def walk(v: Any, d: int) -> str:
+        if left[0] <= 0:
+            return '"..."'
+        left[0] -= 1
+        if isinstance(v, (list, tuple)):
+            if d >= depth:
+                return '"..."'
+            return "[" + ",".join(walk(x, d + 1) for x in v[:budget]) + "]"
+        word = _word(v, "?")
+        return word if isinstance(v, (int, float)) and not isinstance(v, bool) else json.dumps(word)
+
+    return walk(value, 0)[:200]
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def summarise(doc: dict) -> dict[str, Any]:
     """What matching needs, JSON-safe: per process group its last enqueued/completed
-    sequence number, and the latest entries as [pg, seq, op, sizes, state, p2p]."""
+    sequence number, and the latest entries as [pg, seq, op, sizes, state, p2p]. Bounded
+    whatever the dump holds: only its newest entries are looked at, and only scalars are read."""
     status = {}
-    for pg, st in (doc.get("pg_status") or {}).items():
+    for pg, st in list(_dict(doc.get("pg_status")).items())[:4096]:
         if isinstance(st, dict):
-            status[str(pg)] = {"enqueued": _int(st.get("last_enqueued_collective")),
-                               "started": _int(st.get("last_started_collective")),
-                               "completed": _int(st.get("last_completed_collective"))}
-    entries = []
-    for e in doc.get("entries") or []:
+            status[_word(pg, "?")] = {"enqueued": _int(st.get("last_enqueued_collective")),
+                                      "started": _int(st.get("last_started_collective")),
+                                      "completed": _int(st.get("last_completed_collective"))}
+    entries: list[list[Any]] = []
+    raw = doc.get("entries")
+    for e in reversed(raw if isinstance(raw, list) else []):
+        if len(entries) >= KEEP_ENTRIES:
+            break
         if not isinstance(e, dict):
             continue
-        p2p = bool(e.get("is_p2p"))
-        seq = _int(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id"))
-        entries.append([str(e.get("pg_id", "")), seq, _op(str(e.get("profiling_name") or "?")),
-                        json.dumps(e.get("input_sizes"), separators=(",", ":"))[:200], str(e.get("state") or ""), p2p])
+        p2p = e.get("is_p2p") is True
+        seq = _int(_word(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id"), "-1"))
+        entries.append([_word(e.get("pg_id")), seq, _op(_word(e.get("profiling_name")) or "?"),
+                        _sizes(e.get("input_sizes")), _word(e.get("state")), p2p])
+    entries.reverse()
     groups = {}
-    for name, cfg in (doc.get("pg_config") or {}).items():
+    for name, cfg in list(_dict(doc.get("pg_config")).items())[:4096]:
         if isinstance(cfg, dict):
             ranks = cfg.get("ranks")
             if isinstance(ranks, str):
                 try:
                     ranks = json.loads(ranks)
-                except ValueError:
+                except (ValueError, RecursionError):
                     ranks = None
-            groups[str(name)] = len(ranks) if isinstance(ranks, list) else None
-    return {"version": str(doc.get("version", "")), "pg_status": status, "entries": entries[-KEEP_ENTRIES:],
+            groups[_word(name, "?")] = len(ranks) if isinstance(ranks, list) else None
+    return {"version": _word(doc.get("version")), "pg_status": status, "entries": entries,
             "group_sizes": groups}
 
 

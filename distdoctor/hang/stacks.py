@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 DUMP_TIMEOUT = 5.0
+# What one rank's dump may hold: a py-spy stand-in (or a broken py-spy) can print anything up to
+# the host's 16 MiB output bound, and each rank's snapshot crosses srun or ssh.
+MAX_THREADS = 512
+MAX_FRAMES = 256
+MAX_WORD = 300
 
 # What py-spy says when it cannot read a process, and what that means for the finding.
 _ERRORS = (
@@ -118,24 +123,31 @@ def parse_pyspy_json(text: str, pid: int) -> list[Thread]:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise StackParseError(f"py-spy printed something that is not JSON: {exc}") from None
+        raise StackParseError(f"py-spy printed something that is not JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise StackParseError("py-spy printed JSON nested deeper than any stack") from None
     if not isinstance(doc, list):
         raise StackParseError("py-spy's JSON is not a list of threads")
     threads = []
-    for item in doc:
+    for item in doc[:MAX_THREADS]:
         if not isinstance(item, dict) or not isinstance(item.get("frames"), list):
             raise StackParseError("a thread in py-spy's JSON has no frame list")
         frames = []
-        for f in item["frames"]:
+        for f in item["frames"][:MAX_FRAMES]:
             if not isinstance(f, dict):
                 continue
             line = f.get("line")
-            frames.append(Frame(str(f.get("name") or "?"), str(f.get("short_filename") or f.get("filename") or "?"),
-                                line if isinstance(line, int) else 0, str(f.get("filename") or "")))
+            frames.append(Frame(_word(f.get("name")) or "?", _word(f.get("short_filename") or f.get("filename")) or "?",
+                                line if isinstance(line, int) else 0, _word(f.get("filename"))))
         tid = item.get("os_thread_id") or item.get("thread_id") or 0
-        threads.append(Thread(str(item.get("thread_name") or ""), tid if isinstance(tid, int) else 0, tuple(frames),
-                              bool(item.get("active"))))
+        threads.append(Thread(_word(item.get("thread_name")), tid if isinstance(tid, int) else 0, tuple(frames),
+                              item.get("active") is True))
     return threads
+
+
+def _word(value) -> str:
+    """A name or path py-spy printed, as text of a sane length ('' when it is not text)."""
+    return value[:MAX_WORD] if isinstance(value, str) else ""
 
 
 def classify(stderr: str) -> tuple[str, str]:
@@ -170,8 +182,10 @@ def dump(host, pid: int, pyspy: str | None, native: bool = False, timeout: float
     if res.missing:
         return StackDump(pid, error="missing", detail="py-spy is not installed", duration=res.duration)
     if res.returncode != 0:
-        kind, said = classify(res.stderr or res.stdout)
-        return StackDump(pid, error=kind, detail=said or res.describe(), duration=res.duration)
+        if res.returncode is None and res.error:  # flooded: killed past the output bound
+            return StackDump(pid, error="garbled", detail=f"py-spy {res.error}", duration=res.duration)
+        kind, said = classify((res.stderr or res.stdout)[:MAX_WORD * 64])
+        return StackDump(pid, error=kind, detail=(said or res.describe())[:MAX_WORD], duration=res.duration)
     try:
         threads = parse_pyspy_json(res.stdout, pid)
     except StackParseError as exc:

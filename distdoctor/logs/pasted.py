@@ -322,6 +322,19 @@ def _nvml_from_query(report) -> dict:
 
 
 def _parse(section: Section):
+    """The section's parse. A pasted section is anyone's text: a value no parser can hold (a
+    GPU index of 5,000 digits exceeds Python's int() limit) is a ParseError like any other
+    shape the parser does not know, never an error of the whole check."""
+    try:
+        return _parse_kind(section)
+    except ParseError:
+        raise
+    except (ValueError, OverflowError, RecursionError) as exc:
+        raise ParseError(section.kind, f"a value too large or malformed to read ({str(exc)[:120]})",
+                         section.line) from None
+
+
+def _parse_kind(section: Section):
     if section.kind == "interfaces":
         from distdoctor.parsers.ip import parse_ip_addr
 

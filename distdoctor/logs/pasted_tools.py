@@ -191,6 +191,10 @@ def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {exc}",
                       "Tool output pasted into the log", {})]
+    except (ValueError, OverflowError, RecursionError) as exc:  # a value no parser can hold (5,000 digits)
+        return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: a value too large "
+                                          f"or malformed to read ({str(exc)[:120]})", "Tool output pasted into the log",
+                      {})]
     return []
 
 

@@ -241,3 +241,59 @@ def test_an_unwritable_output_is_exit_74_before_the_node_is_drained(slurm, tmp_p
     assert result.returncode == EXIT_OUTPUT, result.stdout + result.stderr
     assert slurm.updates() == []
     assert slurm.current()[0]["state"] == "IDLE"
+
+
+TEXT_PACK = """
+    from distdoctor.api import check, fail
+
+    @check("hostile.text", title="Fails with the text the file HOSTILE_TEXT_FILE holds")
+    def text(ctx):
+        with open(ctx.env["HOSTILE_TEXT_FILE"], encoding="utf-8") as fh:
+            said = fh.read()
+        yield fail(said, subject=said[:80])
+
+    CHECKS = [text]
+"""
+
+# What lands in a reason or a finding: an operator's free text, a pack's message, a log line.
+HOSTILE_TEXTS = [
+    'maint "quoted" \\\\ back\\\\slash',
+    'x"} 1\nevil_metric{node="n1"} 1\n# TYPE evil gauge',  # a label breaking out of its quotes
+    "\x1b[2J\x1b]0;owned\x07\r\x00tab\there",
+    "\u202eevil\u200b \ud800 lone surrogate" if False else "\u202eevil\u200b \U0001f4a5",
+    "r" * 200_000,
+]
+_METRIC = __import__("re").compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? '
+                                   r'[-+0-9.eEinfNa]+( [0-9]+)?$')
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS, ids=range(len(HOSTILE_TEXTS)))
+@pytest.mark.parametrize("fmt", ["json", "prometheus"])
+def test_hostile_reasons_and_findings_stay_inside_json_and_prometheus(slurm, tmp_path, text, fmt):
+    """An operator's reason (a node someone else drained) and a finding's text, each hostile,
+    printed as JSON (strict) and as Prometheus exposition (every line a comment or one sample,
+    labels escaped: no sample of the attacker's making)."""
+    from tests.harness.hostile import strict_json
+
+    pack = write_pack(tmp_path / "textpack", "text.py", TEXT_PACK)
+    reason = text[:2000].replace("\n", " ")  # scontrol prints the reason on one line
+    slurm.nodes({"name": "n1", "state": "IDLE+DRAIN", "reason": reason})
+    full_env = {"PATH": f"{slurm.dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                "FAKE_SCONTROL_STATE": str(slurm.state), "FAKE_SCONTROL_CALLS": str(slurm.calls_file),
+                "SLURMD_NODENAME": "n1", "HOSTILE_TEXT_FILE": str(tmp_path / "text")}
+    (tmp_path / "text").write_text(text, encoding="utf-8")
+    result = dd("health", "--checks-dir", str(pack), "--only", "hostile.text", "--format", fmt, "--timeout", "20",
+                env=full_env, timeout=40)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.elapsed < 30
+    assert result.returncode == EXIT_FAIL, (result.returncode, result.stderr[-2000:])
+    assert slurm.updates() == []  # someone else's drain: left as it is
+    assert len(result.stdout) < 2 << 20, len(result.stdout)
+    if fmt == "json":
+        strict_json(result.stdout)
+        return
+    lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert lines, result.stdout[:2000]
+    for line in lines:
+        assert _METRIC.match(line), line[:500]
+    assert not any(line.startswith("evil") for line in result.stdout.splitlines())

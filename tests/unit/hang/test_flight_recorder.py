@@ -152,3 +152,78 @@ def test_kill_usr1_is_offered_only_where_the_ranks_wait_for_it():
     assert "kill" not in run.findings[0].fix  # default SIGUSR1 action ends the process
     run = fr_findings(fr_host({}, sigblk="0000000000000200"))
     assert run.findings[0].fix == "kill -USR1 1000 1001 1002 1003"
+
+
+def _shared(levels: int) -> list:
+    """A list whose object graph has 2**levels paths in a few hundred bytes of pickle."""
+    x: list = ["a"]
+    for _ in range(levels):
+        x = [x, x]
+    return x
+
+
+def _deep(levels: int) -> list:
+    x: list = []
+    for _ in range(levels):
+        x = [x]
+    return x
+
+
+def _hostile_dumps() -> dict[str, bytes]:
+    shared = _shared(80)
+    real = pickle.loads(dump("skip_pickle_rank2"))
+    many = dict(real, entries=[dict(real["entries"][-1])] * 1_000_000)  # one entry, shared a million times
+    odd = dict(real, entries=[{"pg_id": shared, "collective_seq_id": shared, "profiling_name": shared,
+                               "input_sizes": shared, "state": shared, "is_p2p": shared}],
+               pg_status={"0": {"last_enqueued_collective": shared}}, pg_config={"0": {"ranks": shared}},
+               version=shared)
+    return {
+        "shared pickle (a bomb of 2^80 paths)": pickle.dumps(dict(real, entries=[{"input_sizes": shared,
+                                                                                   "profiling_name": shared}])),
+        "scalars that are not": pickle.dumps(odd),
+        "a million entries": pickle.dumps(many),
+        "deep JSON": b'{"version":"2.4","entries":[{"input_sizes":' + b"[" * 300_000 + b"]" * 300_000 + b"}]}",
+        "deep JSON ranks": (b'{"version":"2.4","entries":[],"pg_config":{"0":{"ranks":"' + b"[" * 300_000
+                            + b"]" * 300_000 + b'"}}}'),
+    }
+
+
+def _deep_pickle(levels: int) -> bytes:
+    """A pickle of a list nested `levels` deep, written opcode by opcode (pickle.dumps recurses)."""
+    head = b"\x80\x04}\x94(\x8c\x07version\x94\x8c\x032.4\x94\x8c\x07entries\x94]\x94}\x94\x8c\x0binput_sizes\x94"
+    body = b"]" * levels + b"a" * (levels - 1)  # EMPTY_LIST ... then APPEND each into its parent
+    return head + body + b"s" + b"a" + b"u."
+
+
+@pytest.mark.parametrize("name", ["shared pickle (a bomb of 2^80 paths)", "scalars that are not", "a million entries",
+                                  "deep pickle", "deep JSON", "deep JSON ranks"])
+def test_a_hostile_dump_is_read_in_bounded_time_and_memory(name):
+    """A dump is a file any user of the node may write: a pickle that shares one list 2^80
+    ways, a million entries, non-scalars where scalars go, nesting deeper than Python recurses.
+    Each is read or named within a second and 256 MiB, and never breaks the verdict."""
+    import time
+    import tracemalloc
+
+    data = _deep_pickle(200_000) if name == "deep pickle" else _hostile_dumps()[name]
+    files = {f"/scratch/fr/trace_{r}": dump(f"skip_pickle_rank{r}") for r in range(4)}
+    files["/scratch/fr/trace_2"] = data
+    host = fr_host(files)
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        run = fr_findings(host)
+        took = time.monotonic() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert took < 5, took
+    assert peak < 256 << 20, peak
+    said = " | ".join(f.summary for f in run.findings)
+    assert run.status in (Status.WARN, Status.FAIL, Status.OK), said
+    # rank 2's dump is read (its fields cut to scalars: the real fault, rank 1 skipping
+    # collective #4, is still found; a dump without entries makes rank 2 the one that did not
+    # enter) or named as not used
+    assert any(s in said for s in ("not by rank 1", "not by rank 2", "trace_2 not used")), said
+    import json
+
+    json.dumps([f.evidence for f in run.findings])  # what the report will hold stays plain JSON

@@ -140,6 +140,12 @@ def bind_address(host, name: str) -> str:
     for addr in resolved.addresses:
         if addr in mine and not addr.startswith("127.") and addr != "::1":
             return addr
+    own = {host.hostname(), host.hostname().split(".", 1)[0], (host.env.get("SLURMD_NODENAME") or "").strip()} - {""}
+    if name in own and all(a.startswith("127.") or a == "::1" for a in resolved.addresses):
+        # This node's own name on loopback here (Debian's 127.0.1.1 line): the other nodes resolve
+        # it for themselves, to this node's address. Listen on every address: reports are
+        # authenticated; the loopback line is net.gloo-socket-interface's finding, with its fix.
+        return "::" if all(a == "::1" for a in resolved.addresses) else "0.0.0.0"
     raise GatherError(f"rank 0's host {name} resolves to {', '.join(resolved.addresses)}, not to an "
                       f"address of this host that other nodes can reach")
 

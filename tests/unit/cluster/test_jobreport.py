@@ -132,6 +132,19 @@ def test_rank_0_listens_only_on_its_own_routable_address():
         jobreport.bind_address(host, "nowhere")
 
 
+def test_rank_0_whose_own_name_is_on_loopback_still_gathers():
+    """Live (loopback-name-node1): node1's own name on 127.0.1.1 there, while node2 resolves it to
+    node1's address. Rank 0 gave up gathering, and node2's report, refused, became two more
+    findings of one cause. It listens on every address instead (reports are authenticated)."""
+    from distdoctor.testing import FakeHost
+
+    addrs = {"lo": [{"family": "inet", "address": "127.0.0.1"}], "eth0": [{"family": "inet", "address": "10.1.0.11"}]}
+    host = FakeHost(if_addrs=addrs, hostname="node1", resolve={"node1": ["127.0.1.1"], "vm": ["127.0.1.1"]})
+    assert jobreport.bind_address(host, "node1") == "0.0.0.0"
+    with pytest.raises(jobreport.GatherError):
+        jobreport.bind_address(host, "vm")  # another name on loopback is still no way to rank 0
+
+
 def test_a_stale_address_for_rank_0s_node_is_named_with_this_nodes_hosts_line_not_a_firewall():
     """Live (bench/live_faults.py stale-hosts-node2, a fault the fixes were not tuned on): node2's
     /etc/hosts mapped node1 to an address nobody has; its report timed out and the fix was an

@@ -116,3 +116,15 @@ def test_a_pid_given_to_a_new_process_while_it_is_read_is_not_a_rank():
     # the control: left alone, pid 90 is rank 3
     (rank,) = discovery.discover(proc_host({90: {"env": {"RANK": "3", "WORLD_SIZE": "4"}}}), pids=[90]).ranks
     assert rank.rank == 3
+
+
+def test_two_torchrun_jobs_with_the_default_run_id_are_two_jobs():
+    """torchrun without --rdzv-id exports TORCHELASTIC_RUN_ID=none: two jobs sharing a node must
+    not be judged as one wave (the other job's ranks would read as this job's outliers)."""
+    from distdoctor.hang.discovery import job_key
+
+    one = {"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    two = dict(one, MASTER_PORT="29501")
+    assert job_key(one) != job_key(two)
+    assert job_key(one) == job_key(dict(one, RANK="3"))
+    assert job_key({"TORCHELASTIC_RUN_ID": "abc"}) == "torchrun abc"

@@ -163,7 +163,50 @@ def _install_fix_recorder() -> None:
 _install_fix_recorder()
 
 
+def _fixes_to_wire() -> dict:
+    """FIXES and DUPLICATE_FIXES as plain data, for xdist's channel from a worker."""
+    from distdoctor.remote import Fix
+
+    fixes = []
+    for fix, tests in FIXES.items():
+        if isinstance(fix, Fix):
+            fixes.append(["record", list(fix.commands), list(fix.nodes), fix.comment, sorted(tests)])
+        else:
+            fixes.append(["text", fix, sorted(tests)])
+    return {"fixes": fixes, "duplicates": [list(d) for d in DUPLICATE_FIXES]}
+
+
+def _fixes_from_wire(wire: dict) -> None:
+    from distdoctor.remote import Fix
+
+    for entry in wire.get("fixes", []):
+        if entry[0] == "record":
+            fix, tests = Fix(tuple(entry[1]), tuple(entry[2]), entry[3]), entry[4]
+        else:
+            fix, tests = entry[1], entry[2]
+        FIXES.setdefault(fix, set()).update(tests)
+    DUPLICATE_FIXES.extend(tuple(d) for d in wire.get("duplicates", []))
+
+
+def pytest_testnodedown(node, error):
+    """The controller of a parallel run (pytest-xdist) gathers what each worker recorded."""
+    wire = getattr(node, "workeroutput", {}).get("distdoctor_fixes")
+    if wire:
+        _fixes_from_wire(wire)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller lints what every worker saw
+        workeroutput["distdoctor_fixes"] = _fixes_to_wire()
+        return
+    from tests.harness.runprefix import RUN, lease_file
+
+    try:
+        os.unlink(lease_file(RUN))
+    except OSError:
+        pass
+
     from distdoctor.fixlint import lint_all
 
     problems = lint_all(FIXES, os.path.exists)
@@ -187,8 +230,48 @@ def pytest_sessionfinish(session, exitstatus):
 _INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration") + os.sep
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml's addopts): the quick subset is CPU work, one worker per core;
+    the integration tests mostly wait (daemons starting, bounds running out, peers timing out),
+    so three workers per core overlap their waits, at most 8 (each may start a Slurm cluster)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    unit = os.path.join("tests", "unit")
+    only_unit = bool(config.args) and all(os.path.relpath(os.path.abspath(a.split("::")[0]), REPO).startswith(unit)
+                                          for a in config.args)
+    if only_unit or "not slow" in (config.getoption("markexpr", "") or ""):
+        return max(1, min(cores, 8))
+    return max(2, min(3 * cores, 8))
+
+
+# The fixtures of the shared Slurm clusters (tests/integration/conftest.py): every test that
+# uses one runs on the one xdist worker that started it.
+_SLURM_GROUPS = {"slurm_cluster": "slurm", "qb_cluster": "slurm", "_slurm_session": "slurm",
+                 "slurm_gpu_cluster": "slurm-gpu"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """Slow by folder: everything under tests/integration/ starts real components."""
+    """Slow by folder: everything under tests/integration/ starts real components.
+
+    For a parallel run (`-n N --dist loadgroup`): every test of a file goes to one worker (a
+    file's fixed subnets and its module fixtures are its own), and every file that uses a
+    shared Slurm cluster goes to the worker that runs that cluster. The groups are put in the
+    order the workers should take them: the Slurm groups (the longest) first, then the other
+    integration files, then the unit tests, so that no long group starts last. A file that
+    builds nothing shared and is long (the regex sweep) says `SPREAD_OVER_WORKERS = True`: its
+    tests are then spread one by one."""
+    files: dict = {}
     for item in items:
         if str(item.path).startswith(_INTEGRATION):
             item.add_marker(pytest.mark.slow)
+        files.setdefault(item.path, []).append(item)
+    rank = {}
+    for path, members in files.items():
+        used = {name for item in members for name in getattr(item, "fixturenames", ())}
+        groups = sorted({_SLURM_GROUPS[name] for name in used if name in _SLURM_GROUPS})
+        group = groups[0] if groups else os.path.relpath(str(path), REPO)
+        spread = not groups and getattr(getattr(members[0], "module", None), "SPREAD_OVER_WORKERS", False)
+        for item in members:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid if spread else group))
+        rank[path] = 0 if groups else 1 if str(path).startswith(_INTEGRATION) else 2
+    items.sort(key=lambda item: rank[item.path])  # stable: a file keeps its order

@@ -110,7 +110,10 @@ def job_key(env: dict[str, str]) -> str:
         step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
         return f"slurm {env['SLURM_JOB_ID']}" + (f".{step}" if step else "")
     if env.get("TORCHELASTIC_RUN_ID"):
-        return f"torchrun {env['TORCHELASTIC_RUN_ID']}"
+        # torchrun's run id is "none" unless --rdzv-id or --standalone sets it: two jobs on one
+        # node would be one. Their rendezvous endpoint tells them apart.
+        where = f" {env['MASTER_ADDR']}:{env['MASTER_PORT']}" if env.get("MASTER_ADDR") and env.get("MASTER_PORT") else ""
+        return f"torchrun {env['TORCHELASTIC_RUN_ID']}{where}"
     for name in ("PMIX_NAMESPACE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid"):
         if env.get(name):
             return f"mpi {env[name]}"

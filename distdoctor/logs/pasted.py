@@ -48,8 +48,10 @@ _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GP
 # kernel-log lines the hardware checks judge, wherever they are in the input
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: ")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+# An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
+# `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
 _ADDRESS_WORD = re.compile(r"\binet6?\b|\binet addr:|\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b|"
-                           r"\b[0-9a-fA-F]{1,4}:[0-9a-fA-F:]*/\d{1,3}\b")
+                           r"\b[0-9a-fA-F]{1,4}:[0-9a-fA-F:]{0,38}/\d{1,3}\b")
 _PHYSICAL_TYPES = {"ether": "1", "infiniband": "32", "loopback": "772", "none": "65534"}
 
 

@@ -11,6 +11,13 @@ the one another run, or an outgoing connection, is handed. Two runs with differe
 therefore share nothing; two runs with the same value still differ in their names (the pid is
 in them) but may clash on fixed subnets: give each concurrent run its own number.
 
+The workers of one run (pytest-xdist, `-n N`) are one run: they share the value, and each has
+its own pid, so names differ. A file's fixed subnets are safe because the suite sends every
+test of a file to one worker (tests/conftest.py). Ports and the free /24s are shared out: a port
+handed to one worker is leased in a file beside the run's other leases, so no other worker of
+the run is handed it until the lease has aged (a test binds its port within seconds), and each
+worker looks for a free /24 only among its own share of the free block.
+
 Third octets of the /16 are allotted here, in one table, so that two test files never build the
 same subnet in the root namespace: fixed blocks for the files that need fixed addresses, and
 the rest for harnesses that look for a free /24 (the Slurm clusters).
@@ -19,9 +26,12 @@ the rest for harnesses that look for a free /24 (the Slurm clusters).
 from __future__ import annotations
 
 import errno
+import fcntl
+import json
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 
 VARIABLE = "DISTDOCTOR_TEST_PREFIX"
@@ -124,26 +134,72 @@ class RunPrefix:
         start = _PORT_BASE + PORTS_PER_RUN * self.octet
         return range(start, start + PORTS_PER_RUN)
 
+    def free_subnets(self, worker: int, workers: int) -> list[str]:
+        """This worker's share of the free block: the /24s it alone may look in."""
+        block = len(SUBNETS["free"])
+        return [self.subnet("free", i) for i in range(block) if i % max(workers, 1) == worker]
+
+
+def xdist_worker() -> tuple[int, int]:
+    """(this worker's index, how many workers) under pytest-xdist; (0, 1) without it."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if name.startswith("gw") and name[2:].isdigit() and count.isdigit() and int(count) > 0:
+        return int(name[2:]) % int(count), int(count)
+    return 0, 1
+
 
 RUN = RunPrefix.from_env()
 
-_cursor = [RUN.pid % PORTS_PER_RUN]
+# A leased port is not handed out again for this long, by any worker of the run: long enough
+# for the test that asked to bind it, short enough that the block of 80 never runs dry.
+LEASE_S = 20.0
 
 
-def free_port(address: str = "", run: RunPrefix | None = None) -> int:
-    """A port of this run's block that nothing on this machine holds now. Taken in turn, so two
-    calls in a row do not return the same port before the first caller has bound it; tested
-    without SO_REUSEADDR, so a port still in TIME_WAIT is passed over."""
-    ports = (run or RUN).ports
-    for _ in range(len(ports)):
-        port = ports[_cursor[0] % len(ports)]
-        _cursor[0] += 1
-        with socket.socket() as sock:
+def lease_file(run: RunPrefix) -> str:
+    # Not under $TMPDIR: each worker's session has its own (tests/conftest.py).
+    return f"/tmp/distdoctor-test-ports-{run.value}.json"
+
+
+def _bindable(address: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((address, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+        return True
+
+
+def free_port(address: str = "", run: RunPrefix | None = None, leases_at: str | None = None) -> int:
+    """A port of this run's block that nothing on this machine holds now and that no process of
+    the run (another xdist worker, or this one) was handed in the last LEASE_S seconds; tested
+    without SO_REUSEADDR, so a port still in TIME_WAIT is passed over. The leases live in one
+    file per run value under /tmp, read and written under an exclusive lock."""
+    run = run or RUN
+    ports = run.ports
+    with open(leases_at or lease_file(run), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fh.seek(0)
             try:
-                sock.bind((address, port))
-            except OSError as exc:
-                if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                leases = {int(k): float(v) for k, v in json.loads(fh.read() or "{}").items()}
+            except (ValueError, AttributeError):
+                leases = {}
+            now = time.time()
+            # Oldest lease first: a port not handed out recently is the likeliest to be free.
+            order = sorted(ports, key=lambda p: (leases.get(p, 0.0), (p - run.pid) % len(ports)))
+            for port in order:
+                if now - leases.get(port, 0.0) < LEASE_S or not _bindable(address, port):
                     continue
-                raise
-            return port
-    raise PrefixError(f"every port of {ports.start}-{ports.stop - 1} ({VARIABLE}={(run or RUN).value}) is in use")
+                leases[port] = now
+                fh.seek(0)
+                fh.truncate()
+                fh.write(json.dumps({str(p): t for p, t in leases.items() if now - t < 3600}))
+                fh.flush()
+                return port
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    raise PrefixError(f"every port of {ports.start}-{ports.stop - 1} ({VARIABLE}={run.value}) is in use "
+                      f"or was handed out in the last {LEASE_S:.0f} s")

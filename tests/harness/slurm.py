@@ -46,7 +46,7 @@ from typing import Mapping, Sequence
 import pytest
 
 from tests.harness import apt
-from tests.harness.runprefix import RUN, SUBNETS, free_port
+from tests.harness.runprefix import RUN, free_port, xdist_worker
 
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "iproute2", "util-linux")
 
@@ -86,15 +86,16 @@ _instances = 0
 
 
 def _free_subnet(seed: int) -> str:
-    """A /24 of the run's free block that no interface on this machine uses yet."""
+    """A /24 of this worker's share of the run's free block that no interface on this machine
+    uses yet (two xdist workers starting clusters at once never look at the same /24)."""
     out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
     used = {m.group(1) for m in re.finditer(r"inet (\d+\.\d+\.\d+)\.\d+/", out)}
-    block = len(SUBNETS["free"])
-    for k in range(block):
-        candidate = RUN.subnet("free", (seed + k) % block)
+    share = RUN.free_subnets(*xdist_worker())
+    for k in range(len(share)):
+        candidate = share[(seed + k) % len(share)]
         if candidate not in used:
             return candidate
-    raise SlurmError(f"no free /24 left in the run's block of {RUN.net16}.0.0/16")
+    raise SlurmError(f"no free /24 left in this worker's share of the run's block of {RUN.net16}.0.0/16")
 
 
 class SlurmCluster:

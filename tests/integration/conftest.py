@@ -12,9 +12,26 @@ the test that left it changed, so one forgetful test cannot break the ones after
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from tests.harness.slots import slot
 from tests.harness.slurm import SlurmCluster
+
+# The files whose tests start torch ranks: at most one such test per core at once (slots.py).
+_TORCH_FILES = ("nccltest" + os.sep, os.path.join("hang", "test_live_"), os.path.join("logs", "test_live_"),
+                os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py"))
+
+
+@pytest.fixture(autouse=True)
+def _torch_slot(request):
+    here = os.path.relpath(str(request.node.path), os.path.dirname(os.path.abspath(__file__)))
+    if not here.startswith(_TORCH_FILES):
+        yield
+        return
+    with slot("torch"):
+        yield
 
 
 @pytest.fixture(scope="session")

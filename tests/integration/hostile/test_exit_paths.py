@@ -72,7 +72,10 @@ def test_nothing_an_abandoned_check_starts_while_exiting_survives(pack, attempt)
     assert result.returncode == EXIT_ERROR, result.stderr
     assert "Traceback" not in result.stderr
     checks = {c["id"]: c["status"] for c in strict_json(result.stdout)["checks"]}
-    assert checks == {"hostile.restart-a": "timeout", "hostile.restart-b": "timeout"}
+    assert {k: v for k, v in checks.items() if k.startswith("hostile.")} == {"hostile.restart-a": "timeout",
+                                                                            "hostile.restart-b": "timeout"}
+    # On a loaded machine the 2 s bound can also end the loading of the pack, which says so.
+    assert set(checks) - {"hostile.restart-a", "hostile.restart-b"} <= {"core.check-packs"}, checks
 
 
 def _start(directory, env, *args):

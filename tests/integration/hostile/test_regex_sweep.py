@@ -14,6 +14,8 @@ from tests.unit.hostile.regex_inventory import all_patterns
 from tests.unit.hostile.test_regex_linear import BOUND, PREFIXES, TAILS, UNITS, timed_search
 
 PATTERNS = all_patterns()
+# Each pattern's sweep is its own test and builds nothing shared: xdist may run them anywhere.
+SPREAD_OVER_WORKERS = True
 MORE_UNITS = UNITS + ["a b", "=a ", "x:y ", "(", "\\", "'", '"', "%", "0:", ".0", "a-", "__", "NCCL ", "GPU0 ",
                       "10.0.0.1 ", "{", "}", "a;", "$", "#", "*", "+", "0x", "/a", "a<", "<a", "...", "::", "[0]",
                       "a>", "rank0", "\\n"]

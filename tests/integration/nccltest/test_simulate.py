@@ -108,6 +108,11 @@ def test_fabric_probes_are_one_way_and_pair_tests_both_ways():
     assert ok and bw < 0.011
 
 
+# Rank 0's plan for 32,768 ranks takes well under a second (bench/nccltest_scale.py measures it);
+# the bound here only catches a blow-up in its complexity, so a loaded machine does not trip it.
+PLAN_BOUND = 5.0
+
+
 def test_simulated_512_hosts_x_8_ranks_names_the_injected_faults():
     """SIMULATION, 512 hosts x 8 ranks: a slow host, a dead host, a one-way drop, a slow link."""
     outcome = simulate(512, 8, Fabric(512, **FAULTS), odd_nccl={300})
@@ -115,7 +120,7 @@ def test_simulated_512_hosts_x_8_ranks_names_the_injected_faults():
         ("fail", "NCCL version differs: 2.18.1 on ranks 2400-2407 (node00300) (the other 4088 ranks have 2.21.5)")]
     leaders, followers = _followers_and_leaders(outcome)
     assert max(outcome.messages[r] for r in followers + leaders) == 14
-    assert outcome.plan_seconds < 1.0
+    assert outcome.plan_seconds < PLAN_BOUND
     assert outcome.mesh_pairs <= 14 * 512
     # the mesh probes the ring both ways, so the drop and the slow link (ring neighbours) are seen
     assert _named(outcome.mesh_culprits) == [
@@ -140,7 +145,7 @@ def test_simulated_4096_hosts_x_8_ranks_costs_the_same_per_rank():
         assert outcome.messages[r] == small.messages[r % 512]
     assert outcome.per_rank([r for r in outcome.messages if r]) == small.per_rank([r for r in small.messages if r])
     assert outcome.messages[0] == small.messages[0] + 3 * (4096 - 64)
-    assert outcome.plan_seconds < 1.0
+    assert outcome.plan_seconds < PLAN_BOUND
     assert _named(outcome.mesh_culprits) == [(HOST, (hostname(1234),))]
     assert _named(outcome.localise_culprits) == [(HOST, (hostname(1234),))]
     assert outcome.localise_named_at <= 3

@@ -111,7 +111,8 @@ def test_readme_has_two_commands_and_ci_runs_the_second():
     # The README's command first (CI also prints the slowest tests), then what is not a test of
     # behaviour: the type hints and fresh-venv installs.
     assert ci[0] == commands[1].replace("pip install -e", "pip install -q -e") + " --durations=25"
-    assert ci[1:] == [".venv/bin/mypy", ".venv/bin/pytest -q -p no:cacheprovider .ci/test_layouts.py"]
+    assert ci[1:] == [".venv/bin/mypy & mypy=$!", ".venv/bin/pytest -q -p no:cacheprovider .ci/test_layouts.py",
+                      'wait "$mypy"']
     assert "ruff check" in commands[1].split("pytest")[0]  # lint runs before the tests
 
 

@@ -65,15 +65,41 @@ def test_blocks_of_third_octets_do_not_overlap_and_fit_a_slash_16():
         RunPrefix.parse("dd82").subnet("sshd", 1)
 
 
-def test_free_port_is_in_the_runs_block_and_passes_over_a_held_port():
+def test_free_port_is_in_the_runs_block_and_passes_over_a_held_port(tmp_path):
     run = RunPrefix.parse("ht133", pid=os.getpid())
-    first = runprefix.free_port("127.0.0.1", run)
+    leases = str(tmp_path / "leases")
+    first = runprefix.free_port("127.0.0.1", run, leases)
     assert first in run.ports
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", first))
         holder.listen()
-        for _ in range(len(run.ports)):  # a whole turn of the block never hands out the held port
-            assert runprefix.free_port("127.0.0.1", run) != first
+        handed = []
+        with pytest.raises(PrefixError, match="in use or was handed out"):
+            for _ in range(len(run.ports)):  # the whole block, until the leases run out
+                handed.append(runprefix.free_port("127.0.0.1", run, leases))
+        assert first not in handed and len(set(handed)) == len(handed) == len(run.ports) - 1
+
+
+def test_two_processes_of_one_run_are_never_handed_the_same_port(tmp_path):
+    """xdist's workers are processes of one run: the leases keep them apart."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tests.harness import runprefix as r; "
+            "run = r.RunPrefix.parse('ht134'); "
+            "print(' '.join(str(r.free_port('127.0.0.1', run, sys.argv[2])) for _ in range(30)))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, REPO, str(tmp_path / "leases")], stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert all(len(o) == 30 for o in outs)
+    assert not set(outs[0]) & set(outs[1])
+
+
+def test_each_worker_looks_in_its_own_share_of_the_free_subnets():
+    run = RunPrefix.parse("ht133", pid=1)
+    shares = [set(run.free_subnets(w, 3)) for w in range(3)]
+    assert not (shares[0] & shares[1]) and not (shares[1] & shares[2]) and not (shares[0] & shares[2])
+    assert set().union(*shares) == set(run.free_subnets(0, 1))
 
 
 def _literals(path: str):

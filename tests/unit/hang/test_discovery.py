@@ -71,3 +71,15 @@ def test_gpu_from_visible_devices_and_local_rank():
 def test_environ_parsing_keeps_values_with_equals_and_skips_garbage():
     env = discovery.parse_environ(b"A=1\0B=x=y\0junk\0\0=nokey\0C=\xff\0")
     assert env == {"A": "1", "B": "x=y", "C": "\ufffd"}
+
+
+def test_two_torchrun_jobs_with_the_default_run_id_are_two_jobs():
+    """torchrun without --rdzv-id exports TORCHELASTIC_RUN_ID=none: two jobs sharing a node must
+    not be judged as one wave (the other job's ranks would read as this job's outliers)."""
+    from distdoctor.hang.discovery import job_key
+
+    one = {"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    two = dict(one, MASTER_PORT="29501")
+    assert job_key(one) != job_key(two)
+    assert job_key(one) == job_key(dict(one, RANK="3"))
+    assert job_key({"TORCHELASTIC_RUN_ID": "abc"}) == "torchrun abc"

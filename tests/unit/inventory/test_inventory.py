@@ -267,7 +267,13 @@ def test_inventory_command_prints_lines_and_json():
                          timeout=120)
     data = json.loads(doc.stdout)
     assert json.loads(lines["host.name"]) == data["host.name"]
-    assert set(lines) == set(data)
+    if "inventory.incomplete" in lines or "inventory.incomplete" in data:
+        # A loaded machine cut one run at its bound: the rows read must still be a prefix of
+        # the same table, named the same in both formats.
+        shorter, longer = sorted((set(lines), set(data)), key=len)
+        assert shorter - {"inventory.incomplete"} <= longer, shorter ^ longer
+    else:
+        assert set(lines) == set(data), set(lines) ^ set(data)
 
 
 SITE = "/venv/lib/python3.11/site-packages"

@@ -1,0 +1,49 @@
+"""How many of the tests that start torch ranks run at once, across the workers of a parallel
+run (pytest-xdist): one per core.
+
+A rank of nccl-test, torchrun or a Flight Recorder job spends its first second or more importing
+torch, and the tests around them hold bounds of a few seconds (rank 1 must arrive within 6 s,
+a refused port must be named at once). Run side by side on every worker of a 2-core machine,
+the imports alone push those bounds past; the other workers' tests (parsers, Slurm, sshd,
+namespaces) do not compete for the same seconds. The slots are files under /tmp locked with
+flock, so a slot is given back even when its holder dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from tests.harness.runprefix import RUN
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@contextmanager
+def slot(kind: str = "torch", count: int | None = None) -> Iterator[int]:
+    """Hold one of `count` slots of `kind` (default: one per core) for the block; waits for one."""
+    count = max(1, count or _cores())
+    directory = f"/tmp/distdoctor-test-slots-{RUN.value}"
+    os.makedirs(directory, exist_ok=True)
+    handles = [open(os.path.join(directory, f"{kind}.{i}"), "a") for i in range(count)]
+    held = None
+    try:
+        while held is None:
+            for i, fh in enumerate(handles):
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                held = i
+                break
+            else:
+                time.sleep(0.05)
+        yield held
+    finally:
+        for fh in handles:
+            fh.close()  # closing releases the lock held on it

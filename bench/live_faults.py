@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -553,6 +554,7 @@ def main() -> int:
                     json.dump({"fault": fault.name, "node": fault.node, "note": fault.note, **s.detail}, fh, indent=1)
     finally:
         cluster.stop()
+        shutil.rmtree(home, ignore_errors=True)
     mark = {True: "yes", False: "no"}
     print(f"\nlive faults on a real two-node Slurm cluster (load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs)")
     print(f"{'fault':28} {'node':12} {'flagged':8} {'cause':6} {'node':6} {'fix':13} {'time':>6}  first finding")

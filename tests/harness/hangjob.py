@@ -151,6 +151,20 @@ class HangJob:
                 out[int(env[b"RANK"])] = int(name)
         return out
 
+    def _marked(self) -> list[int]:
+        """Every process that carries this job's flags directory in its environment."""
+        mine = b"HG_FLAGS=" + str(self.flags).encode()
+        out = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/environ", "rb") as fh:
+                        if mine in fh.read().split(b"\0"):
+                            out.append(int(name))
+                except OSError:
+                    continue
+        return out
+
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
@@ -158,6 +172,12 @@ class HangJob:
             except ProcessLookupError:
                 pass
             self.proc.wait(10)
+        # torchrun starts each rank in a session of its own: killing torchrun's group leaves them.
+        for pid in self._marked():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self._out.close()
 
 

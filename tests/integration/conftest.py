@@ -19,7 +19,7 @@ import pytest
 from tests.harness.slots import slot
 from tests.harness.slurm import SlurmCluster
 
-# The files whose tests start torch ranks: at most one such test per core at once (slots.py).
+# The files whose tests start torch ranks: at most three such tests per two cores at once (slots.py).
 _TORCH_FILES = ("nccltest" + os.sep, os.path.join("hang", "test_live_"), os.path.join("logs", "test_live_"),
                 os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py"))
 

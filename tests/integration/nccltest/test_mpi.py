@@ -51,11 +51,13 @@ def test_mpirun_reports_a_rank_that_looks_elsewhere():
     apt.ensure("openmpi-bin")
     exe = shutil.which("mpirun.openmpi") or "mpirun"
     cmd = [*distdoctor_argv(), "nccl-test", "--timeout", "7", "--json"]
-    port = free_port()
+    # Two leased ports, not port and port + 1: in a parallel run another test may listen on the
+    # next port, and rank 1 would meet a stranger's store instead of nothing.
+    port, elsewhere = free_port(), free_port()
     proc = subprocess.run([exe, "--allow-run-as-root", "-np", "1", "-x", f"MASTER_PORT={port}", *cmd, ":",
-                           "-np", "1", "-x", f"MASTER_PORT={port + 1}", *cmd],
+                           "-np", "1", "-x", f"MASTER_PORT={elsewhere}", *cmd],
                           env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     doc = report(proc.stdout)
     assert checks(doc)["nccl-test.rendezvous"]["findings"][0]["evidence"]["missing_ranks"] == [1]
-    assert f"cannot reach the rendezvous at 127.0.0.1:{port + 1}" in proc.stderr
+    assert f"cannot reach the rendezvous at 127.0.0.1:{elsewhere}" in proc.stderr

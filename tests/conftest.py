@@ -243,35 +243,29 @@ def pytest_xdist_auto_num_workers(config):
     return max(2, min(3 * cores, 8))
 
 
-# The fixtures of the shared Slurm clusters (tests/integration/conftest.py): every test that
-# uses one runs on the one xdist worker that started it.
-_SLURM_GROUPS = {"slurm_cluster": "slurm", "qb_cluster": "slurm", "_slurm_session": "slurm",
-                 "slurm_gpu_cluster": "slurm-gpu"}
+def pytest_xdist_make_scheduler(config, log):
+    """Whole files to a worker, the shared Slurm cluster's files to one (tests/harness/groups.py)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    from tests.harness.groups import group_of
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(REPO, nodeid)
+
+    return FileGroups(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """Slow by folder: everything under tests/integration/ starts real components.
+    """Slow by folder: everything under tests/integration/ starts real components. The files
+    are put in the order a parallel run's workers should take their groups (groups.rank)."""
+    from tests.harness.groups import group_of, rank
 
-    For a parallel run (`-n N --dist loadgroup`): every test of a file goes to one worker (a
-    file's fixed subnets and its module fixtures are its own), and every file that uses a
-    shared Slurm cluster goes to the worker that runs that cluster. The groups are put in the
-    order the workers should take them: the Slurm groups (the longest) first, then the other
-    integration files, then the unit tests, so that no long group starts last. A file that
-    builds nothing shared and is long (the regex sweep) says `SPREAD_OVER_WORKERS = True`: its
-    tests are then spread one by one."""
-    files: dict = {}
+    order = {}
     for item in items:
         if str(item.path).startswith(_INTEGRATION):
             item.add_marker(pytest.mark.slow)
-        files.setdefault(item.path, []).append(item)
-    rank = {}
-    for path, members in files.items():
-        used = {name for item in members for name in getattr(item, "fixturenames", ())}
-        groups = sorted({_SLURM_GROUPS[name] for name in used if name in _SLURM_GROUPS})
-        group = groups[0] if groups else os.path.relpath(str(path), REPO)
-        spread = not groups and getattr(getattr(members[0], "module", None), "SPREAD_OVER_WORKERS", False)
-        for item in members:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid if spread else group))
-        rank[path] = 0 if groups else 1 if str(path).startswith(_INTEGRATION) else 2
-    items.sort(key=lambda item: rank[item.path])  # stable: a file keeps its order
+        if item.path not in order:
+            path = os.path.relpath(str(item.path), REPO)
+            order[item.path] = rank(group_of(REPO, path), path)
+    items.sort(key=lambda item: order[item.path])  # stable: a file keeps its order

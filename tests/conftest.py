@@ -201,11 +201,13 @@ def pytest_sessionfinish(session, exitstatus):
         workeroutput["distdoctor_fixes"] = _fixes_to_wire()
         return
     from tests.harness.runprefix import RUN, lease_file
+    from tests.harness.slots import slots_dir
 
     try:
         os.unlink(lease_file(RUN))
     except OSError:
         pass
+    shutil.rmtree(slots_dir(), ignore_errors=True)
 
     from distdoctor.fixlint import lint_all
 

@@ -24,6 +24,11 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def slots_dir() -> str:
+    """Shared by the workers of a run; removed by the controller at the end (tests/conftest.py)."""
+    return f"/tmp/distdoctor-test-slots-{RUN.value}"
+
+
 @contextmanager
 def slot(kind: str = "torch", count: int | None = None) -> Iterator[int]:
     """Hold one of `count` slots of `kind` for the block; waits for one. The default, three for
@@ -31,7 +36,7 @@ def slot(kind: str = "torch", count: int | None = None) -> Iterator[int]:
     one per core left a 2-core run waiting on its torch tests (measured: 6 min 39 s for the suite
     with two slots)."""
     count = max(1, count or (3 * _cores() + 1) // 2)
-    directory = f"/tmp/distdoctor-test-slots-{RUN.value}"
+    directory = slots_dir()
     os.makedirs(directory, exist_ok=True)
     handles = [open(os.path.join(directory, f"{kind}.{i}"), "a") for i in range(count)]
     held = None

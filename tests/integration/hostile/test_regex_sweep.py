@@ -10,7 +10,6 @@ milliseconds; the mildly quadratic `pasted._ADDRESS_WORD` of old took 0.29 s (an
 
 from __future__ import annotations
 
-import signal
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from distdoctor.logs import reader
 from distdoctor.model import EXIT_ERROR, EXIT_FAIL, EXIT_OK
 from tests.harness.hostile import dd, strict_json
 from tests.unit.hostile.regex_inventory import all_patterns
-from tests.unit.hostile.test_regex_linear import PREFIXES, TAILS, UNITS, TooSlow, _alarm
+from tests.unit.hostile.test_regex_linear import PREFIXES, TAILS, UNITS, timed_search
 
 PATTERNS = all_patterns()
 # Each pattern's sweep is its own test and builds nothing shared: xdist may run them anywhere.
@@ -38,17 +37,7 @@ WALL_STOP = 5.0  # an exponential search is cut here, whatever the CPU says
 
 def cpu_search(pattern, text: str) -> float:
     """CPU seconds this thread spent in pattern.search(text); inf when the alarm cut it."""
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, WALL_STOP)
-    start = time.thread_time()
-    try:
-        pattern.search(text)
-    except TooSlow:
-        return float("inf")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    return time.thread_time() - start
+    return timed_search(pattern, text, bound=WALL_STOP, clock=time.thread_time)
 
 
 @pytest.mark.parametrize("where,pattern", PATTERNS, ids=[w for w, _p in PATTERNS])

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.harness.procs import pids_with_environ
 from tests.harness.ranks import clean_env, free_port
 
 WORKER = textwrap.dedent("""\
@@ -151,20 +152,6 @@ class HangJob:
                 out[int(env[b"RANK"])] = int(name)
         return out
 
-    def _marked(self) -> list[int]:
-        """Every process that carries this job's flags directory in its environment."""
-        mine = b"HG_FLAGS=" + str(self.flags).encode()
-        out = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/environ", "rb") as fh:
-                        if mine in fh.read().split(b"\0"):
-                            out.append(int(name))
-                except OSError:
-                    continue
-        return out
-
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
@@ -173,7 +160,7 @@ class HangJob:
                 pass
             self.proc.wait(10)
         # torchrun starts each rank in a session of its own: killing torchrun's group leaves them.
-        for pid in self._marked():
+        for pid in pids_with_environ(f"HG_FLAGS={self.flags}"):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -46,6 +46,7 @@ from typing import Mapping, Sequence
 import pytest
 
 from tests.harness import apt
+from tests.harness.procs import pids_with_environ
 from tests.harness.runprefix import RUN, free_port, xdist_worker
 
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client", "iproute2", "util-linux")
@@ -396,16 +397,7 @@ exec "$@"
             proc = subprocess.run(["ip", "netns", "pids", self._netns(node)], capture_output=True, text=True,
                                   timeout=10)
             pids.update(int(p) for p in proc.stdout.split() if p.isdigit())
-        marker = f"SLURM_CONF={self.conf}".encode()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if marker in fh.read().split(b"\0"):
-                        pids.add(int(entry))
-            except OSError:
-                continue
+        pids |= pids_with_environ(f"SLURM_CONF={self.conf}")
         return pids - _ancestors()
 
     def _cancel_jobs(self) -> None:

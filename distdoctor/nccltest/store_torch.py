@@ -5,6 +5,10 @@ connection (store_wire.Connection) to rank 0's store_server.
 The object must outlive every torch object built on it: torch's trampoline finds the Python
 methods through the Python object, and a PrefixStore over a store nobody else references
 fails with "Not implemented" once it is collected. Channel keeps it.
+
+torch is imported at the top because the class subclasses dist.Store: this module is imported
+only inside nccl-test's session (nccltest/session.py), never by `check` or the other commands,
+which must not pay for torch (tests/unit/core/test_no_torch_import.py).
 """
 
 from __future__ import annotations

@@ -16,12 +16,14 @@ import os
 
 import pytest
 
-from tests.harness.slots import slot
+from tests.harness.slots import every_slot, slot
 from tests.harness.slurm import SlurmCluster
 
 # The files whose tests start torch ranks: at most three such tests per two cores at once (slots.py).
 _TORCH_FILES = ("nccltest" + os.sep, os.path.join("hang", "test_live_"), os.path.join("logs", "test_live_"),
                 os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py"))
+
+_RATE_FILES = (os.path.join("nccltest", "test_hosts.py"),)
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +32,8 @@ def _torch_slot(request):
     if not here.startswith(_TORCH_FILES):
         yield
         return
-    with slot("torch"):
+    # Rates measured between hosts and judged against their median: alone among torch tests.
+    with every_slot("torch") if here.startswith(_RATE_FILES) else slot("torch"):
         yield
 
 

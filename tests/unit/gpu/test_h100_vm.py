@@ -12,12 +12,17 @@ from tests.conftest import data_path
 
 TOPO = fixture_text(data_path("nvidia_smi_topo", "topo_1xH100_580_ansi_underlined_header.txt"))
 QX = fixture_text(data_path("nvidia_smi_q", "qx_580_H100SXM_single_vm.xml"))
-TABLE = fixture_text(data_path("nvidia_smi", "nvidia-smi_565_8xH100SXM_cuda12.7.txt"))
+TABLE = fixture_text(data_path("nvidia_smi", "nvidia-smi_580_1xH100SXM_vm_cuda13.0.txt"))
+# `--query-gpu` as distdoctor asked it there, with NVML off (DISTDOCTOR_NVML=0), byte for byte
+QUERY_ARGS = ("--query-gpu=index,name,uuid,pci.bus_id,memory.total,persistence_mode,mig.mode.current,"
+              "ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.active", "--format=csv,noheader,nounits")
+QUERY = ("0, NVIDIA H100 80GB HBM3, GPU-8224b388-797a-aa50-1036-38dc218858d2, 00000000:00:06.0, 81559, Enabled, "
+         "Disabled, 0, 0x0000000000000001\n")
 
 
 def _node(**commands):
     cmds = {("nvidia-smi",): TABLE, ("nvidia-smi", "-q", "-x"): QX, ("nvidia-smi", "topo", "-m"): TOPO,
-            ("nvidia-smi", "nvlink", "-s"): ""}
+            ("nvidia-smi", "nvlink", "-s"): "", ("nvidia-smi", *QUERY_ARGS): QUERY}
     cmds.update({tuple(k.split()): v for k, v in commands.items()})
     return FakeHost(commands=cmds, env={"DISTDOCTOR_NVML": "0"})
 
@@ -51,3 +56,9 @@ def test_an_empty_nvlink_answer_is_no_nvlink_not_unreadable():
 def test_an_nvlink_answer_that_is_not_empty_and_unreadable_still_says_so():
     findings = run_check(gpuhealth.nvlink, _node(**{"nvidia-smi nvlink -s": "garbled \x00 bytes\n"}))
     assert [f.status for f in findings] == [Status.SKIP] and "not read" in findings[0].summary
+
+
+def test_the_inventory_without_nvml_reads_the_real_table_and_query():
+    findings = run_check(gpu.inventory, _node())
+    assert [f.status for f in findings] == [Status.OK]
+    assert findings[0].summary == "1 × NVIDIA H100 80GB HBM3"

@@ -24,6 +24,7 @@ from distdoctor.logs import pasted_tools
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
+from distdoctor.text import strip_ansi
 
 _QUOTE = re.compile(r"^(?:[ \t]*>[ \t]?)+")
 _IP_FULL = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?:\s+<[^>]*>")
@@ -64,7 +65,9 @@ class Section:
 
 
 def _clean(line: str) -> str:
-    return _QUOTE.sub("", line.rstrip("\r"))
+    # A capture written by `tool > file` can keep the tool's terminal escapes (nvidia-smi 580
+    # underlines topo -m's header even into a pipe): "\x1b[4mGPU0" has no word boundary before GPU0.
+    return _QUOTE.sub("", strip_ansi(line.rstrip("\r")))
 
 
 def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:

@@ -28,7 +28,7 @@ def test_every_query_capture_parses_and_is_indexed():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("nvidia_smi_q", "q*"))
                    if not p.endswith(".parsed.json"))  # the golden runner's expected parses
     index = read("nvidia_smi_q", "INDEX.md")
-    assert len(files) == 11
+    assert len(files) == 12
     for name in files:
         assert name in index
         report = parse_query(read("nvidia_smi_q", name))

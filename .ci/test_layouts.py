@@ -93,6 +93,18 @@ def test_builtin_pack_loads_in_every_layout(workdir, editable):
                    cwd=elsewhere)
     assert shipped.stdout.split() == ["True"], shipped.stderr
 
+    # Every data file ships: each command that reads one answers from the installed package, away from the clone.
+    failing = os.path.join(elsewhere, "failed.log")
+    with open(failing, "w", encoding="utf-8") as fh:
+        fh.write("node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> "
+                 "returned 113(No route to host), retrying\n")
+    log = _run([python, "-m", "distdoctor", "log", "--json", failing], cwd=elsewhere)
+    assert log.returncode == 1 and "No route to host" in log.stdout, log.stdout[-2000:] + log.stderr[-2000:]
+    for argv in (["health", "--dry-run", "--node", "layoutnode", "--only", "gpu.xid", "--format", "json"],
+                 ["hang", "--json", "--timeout", "5"]):
+        done = _run([python, "-m", "distdoctor", *argv], cwd=elsewhere)
+        assert done.returncode in (0, 1) and "please report this" not in done.stderr, done.stderr[-2000:]
+
     # The pack ships as distdoctor.checks only.
     top = _run([python, "-c", "import checks"], cwd=elsewhere)
     assert top.returncode != 0 and "No module named 'checks'" in top.stderr

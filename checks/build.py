@@ -10,6 +10,7 @@ import os
 import shlex
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
+from distdoctor.text import plural
 
 _q = shlex.quote  # a value from the machine, as one shell word in a fix
 
@@ -292,10 +293,30 @@ def nccl_libraries(ctx: Context):
                                   else "A different NCCL changes algorithms, protocols and defaults."),
                    fix=f"export LD_LIBRARY_PATH={_q(_without_dir(ctx.env.get('LD_LIBRARY_PATH', ''), directory))}")
     versions = sorted({lib.version for lib in libs.libraries if lib.version}, key=_parse_version)
-    if len(versions) > 1:
-        where = "; ".join(f"{lib.version} at {lib.path} ({', '.join(lib.sources)})" for lib in libs.libraries
-                          if lib.version)
-        default = libs.by_realpath(libs.default_path)
+    default = libs.by_realpath(libs.default_path)
+    where = "; ".join(f"{lib.version} at {lib.path} ({', '.join(lib.sources)})" for lib in libs.libraries
+                      if lib.version)
+    shadowed = bool(ld_path and pip_lib and ld_path[0].version != pip_lib.version)  # its own finding above
+    if len(versions) > 1 and tdist.installed and torch_loads and default and not shadowed:
+        # Several on disk matter only where two loaders pick different ones: a pip torch's own NCCL
+        # beside a system libnccl (the GPU image of docs/gpu-truth.md) is fine for torch, and
+        # programs that dlopen libnccl.so.2 (nccl-tests, Horovod, MPI apps) get the other.
+        if default.version != torch_loads.version:
+            directory = os.path.dirname(torch_loads.path)
+            current = ctx.env.get("LD_LIBRARY_PATH", "")
+            yield warn(f"torch loads NCCL {torch_loads.version}, a plain dlopen of libnccl.so.2 gets {default.version}",
+                       subject="nccl", evidence=evidence,
+                       explanation=f"{where}. torch finds its own library through its RUNPATH; anything else that "
+                                   f"loads libnccl.so.2 (nccl-tests, Horovod, an MPI program) gets {default.path}. "
+                                   "Measurements and jobs outside torch then run another NCCL than training does.",
+                       fix=f"export LD_LIBRARY_PATH={_q(':'.join(filter(None, [directory, current])))}"
+                           "   # the NCCL torch loads, for everything else too")
+        else:
+            others = sorted({lib.path for lib in libs.libraries if lib.version and lib.version != default.version})
+            yield ok(f"torch and a plain dlopen both load NCCL {default.version}; "
+                     f"{plural(len(others), 'other library', 'other libraries')} on disk, loaded by neither",
+                     subject="nccl", evidence={**evidence, "others": others})
+    elif len(versions) > 1:
         yield warn(f"{len(versions)} different NCCL versions can load on this node: {', '.join(versions)}",
                    subject="nccl", evidence=evidence,
                    explanation=f"{where}. A plain dlopen of libnccl.so.2 gets "

@@ -9,6 +9,15 @@ from typing import Iterable
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
+# A terminal's control sequences (colour, underline): some tools write them even into a pipe
+# (nvidia-smi 580 underlines `topo -m`'s header), and pasted logs keep them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def one_line(text: str) -> str:
     """text with its control characters written as escapes ("gpu7\\nreboot"): a name or value
     from a report or a log, printed, stays on its line and cannot start one of its own."""

@@ -99,6 +99,10 @@ def nvlink(facts) -> NvlinkState:
     status = smi.run("nvlink", "-s")
     if not status.ok:
         return NvlinkState(source="nvidia-smi nvlink -s", problem=status.describe())
+    if not status.stdout.strip():
+        # Driver 580 on a GPU with no NVLink to show (a PCIe card, or an SXM module passed into a VM
+        # without its NVSwitch links) answers nothing, successfully: no links, not an unreadable answer.
+        return NvlinkState((), "nvidia-smi nvlink -s")
     try:
         gpus = parse_nvlink_status(status.stdout)
     except ParseError as exc:

@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from distdoctor import bounded
-from distdoctor.hang import discovery, procstate, ptrace, stacks
+from distdoctor.hang import discovery, gpuwait, procstate, ptrace, stacks
 
 CPU_WINDOW = 0.5  # seconds between the two CPU samples
 SNAPSHOT_VERSION = 1
+SOURCE_MAX_BYTES = 2 * 1024 * 1024  # a script longer than this is not read for its line
 
 
 def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: bool, dump_timeout: float,
@@ -36,6 +37,7 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
     except OSError:
         usr1 = ""
     return {"stack": dump.to_dict(), "state": {
+        "code": _source_line(host, dump),
         "alive": after is not None and after.state not in ("Z", "X"),
         "state": after.state if after else "",
         "wchan": procstate.read_wchan(host, rank.pid) if after else "",
@@ -43,6 +45,21 @@ def _read_rank(host, rank: discovery.RankProcess, pyspy: str | None, native: boo
         "usr1": usr1,
         "cpu_percent": procstate.cpu_percent(before, after, max(CPU_WINDOW, time.monotonic() - started)),
     }}
+
+
+def _source_line(host, dump: stacks.StackDump) -> str:
+    """The text of the line the rank's main thread is at, when that is the job's own code: it says
+    whether a rank at 100% CPU computes or spins waiting for its GPU (gpuwait.py). One bounded read
+    of a file the rank itself runs; nothing when it cannot be read."""
+    thread = dump.main()
+    frame = gpuwait.source_frame(thread.frames) if thread else None
+    if frame is None or not frame.path.endswith(".py"):
+        return ""
+    try:
+        text = host.read_text(frame.path, max_bytes=SOURCE_MAX_BYTES)
+    except (OSError, ValueError):
+        return ""
+    return gpuwait.line_of(text or "", frame.line)
 
 
 def snapshot(host, pids: list[int] | None = None, job: str | None = None, native: bool = False,

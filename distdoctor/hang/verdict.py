@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from distdoctor import remote
-from distdoctor.hang import grouping, ptrace
+from distdoctor.hang import gpuwait, grouping, ptrace
 from distdoctor.hang.discovery import RankProcess
 from distdoctor.hang.stacks import StackDump
 from distdoctor.model import CheckRun, Finding, Status, worst
@@ -28,6 +28,14 @@ class Rank:
     def frames(self):
         main = self.stack.main()
         return main.frames if main else ()
+
+    @property
+    def code(self) -> str:
+        """The source line its main thread is at (collect.py reads it on the node), or ""."""
+        return str(self.state.get("code") or "")[:gpuwait.MAX_CODE]
+
+    def gpu_wait(self) -> str:
+        return gpuwait.why(self.frames, self.code)
 
 
 def ranks_of(snapshots: Sequence[dict]) -> list[Rank]:
@@ -189,6 +197,17 @@ def wave_run(ranks: list[Rank], here: str) -> CheckRun:
                                             "here, has exited, or is stuck below Python (a GPU kernel, the network). "
                                             "Read every node (--job), and the Flight Recorder or NCCL RAS."),
                                         evidence=evidence))
+            elif (waits := wave.members[0].gpu_wait()):
+                code = wave.members[0].code
+                findings.append(Finding(Status.WARN, f"{job}: all {plural(wave.size, 'rank')} read wait for their GPU "
+                                                     f"in {where}" + (f" (`{code}`)" if code else ""),
+                                        subject=job, explanation=(
+                                            f"{waits[0].upper() + waits[1:]}: it waits for every kernel and "
+                                            "collective queued on the GPU before it, so the job is stuck below "
+                                            "Python: a collective that waits for a rank on another node, or a "
+                                            "kernel that does not end. The Flight Recorder and NCCL RAS say which "
+                                            "collective; `py-spy dump --native` shows the CUDA call."),
+                                        evidence={**evidence, "gpu_wait": waits, "code": code}))
             else:
                 findings.append(Finding(Status.OK, f"{job}: all {plural(wave.size, 'rank')} read are in {where}, "
                                                    "outside any collective", subject=job, evidence=evidence))
@@ -199,12 +218,17 @@ def wave_run(ranks: list[Rank], here: str) -> CheckRun:
         for g in groups[1:]:
             for r in g.members:
                 where = grouping.place(g.frames)
-                status = Status.FAIL if wave.collective and not g.collective else Status.WARN
+                # a wave waiting for its GPUs (.item() after a collective) waits for the others as surely
+                # as one inside the collective call
+                waiting = wave.collective or bool(wave.members[0].gpu_wait())
+                status = Status.FAIL if waiting and not (g.collective or g.members[0].gpu_wait()) else Status.WARN
                 fix = _on(here, r.process.host, pyspy_line(str(r.state.get("pyspy") or "py-spy"), r.process.pid))
                 findings.append(Finding(
                     status, f"{r.process.where()} is in {where}, not in {_others_line(wave)}",
                     subject=r.process.label,
-                    explanation=("The other ranks wait for it in a collective." if status == Status.FAIL else
+                    explanation=(("The other ranks wait for it in a collective." if wave.collective else
+                                  "The other ranks wait for their GPUs, which wait for it in a collective.")
+                                 if status == Status.FAIL else
                                  "Its stack differs from the wave's."),
                     fix=remote.comment("its Python and C/C++ stack (py-spy pauses the rank for the length of the dump):")
                     + "\n" + fix,
@@ -235,7 +259,19 @@ def state_run(ranks: list[Rank], here: str) -> CheckRun:
                                     evidence={"pid": r.process.pid, "wchan": wchan}))
             continue
         cpu = st.get("cpu_percent")
-        if isinstance(cpu, (int, float)) and cpu >= BUSY_CPU and r.frames and not grouping.in_collective(r.frames):
+        if isinstance(cpu, (int, float)) and cpu >= BUSY_CPU and r.frames and not grouping.in_collective(r.frames) \
+                and (waits := r.gpu_wait()):
+            code = f" (`{r.code}`)" if r.code else ""
+            findings.append(Finding(Status.WARN, f"{where} spins ({cpu:.0f}% CPU) waiting for its GPU in "
+                                                 f"{grouping.place(r.frames)}{code}", subject=r.process.label,
+                                    explanation=(f"{waits[0].upper() + waits[1:]}: CUDA spins a core while it waits "
+                                                 "for the work queued before it, so this rank is not computing: its "
+                                                 "GPU has not finished a kernel or a collective."),
+                                    fix=_on(here, r.process.host, pyspy_line(str(r.state.get("pyspy") or "py-spy"),
+                                                                             r.process.pid)),
+                                    evidence={"pid": r.process.pid, "cpu_percent": cpu, "gpu_wait": waits,
+                                              "code": r.code}))
+        elif isinstance(cpu, (int, float)) and cpu >= BUSY_CPU and r.frames and not grouping.in_collective(r.frames):
             findings.append(Finding(Status.WARN, f"{where} is busy ({cpu:.0f}% CPU) in {grouping.place(r.frames)}, "
                                                  "outside any collective", subject=r.process.label,
                                     explanation="A rank computing while the others wait is the one they wait for, "

@@ -12,6 +12,7 @@ exception or signal is still named. Pure: a Scan in, findings out.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections import Counter
@@ -172,8 +173,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
             findings.extend(_consequence_lead(scan, consequences, hang_gap, ctx, None))
     elif (failed := outcome.failed_finding(scan)) is not None:
         findings.append(failed)
-    elif scan.unknown:
-        findings.append(_unknown_finding(scan))
+    elif unknown := _whole(scan):
+        findings.append(_unknown_finding(unknown))
     else:
         quiet = _quiet(scan, hang_gap)
         if quiet:
@@ -287,13 +288,28 @@ def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Fi
                                       "traceback": redact_text(record.get("traceback", ""))[:500]})
 
 
-def _unknown_finding(scan: Scan) -> Finding:
+def _whole(scan: Scan) -> list[Event]:
+    """The unknown lines less those a paste cut off mid-line whose whole text the log holds on
+    another line (another rank's `NCCL WARN Failed to open libibverbs.so[.1]`, pasted last as
+    `NCCL WARN Fa`): the cut copy is that line, not an error of its own. Sorted, a line's
+    longer copies come right after it."""
+    bodies = sorted({e.body.rstrip() for e in scan.events + scan.unknown})
+    whole = []
+    for e in scan.unknown:
+        body = e.body.rstrip()
+        at = bisect.bisect_right(bodies, body)
+        if not (at < len(bodies) and bodies[at].startswith(body)):
+            whole.append(e)
+    return whole
+
+
+def _unknown_finding(unknown: list[Event]) -> Finding:
     """No signature matched, but the log shows errors: name the earliest, so a crashed job is
     never reported as clean. An exception or a signal is a failure; a lone NCCL WARN is not."""
-    first = min(scan.unknown, key=lambda e: e.order)
-    serious = [e for e in scan.unknown if "WARN" not in e.body.split(":", 1)[0] and " WARN " not in e.body[:80]]
+    first = min(unknown, key=lambda e: e.order)
+    serious = [e for e in unknown if "WARN" not in e.body.split(":", 1)[0] and " WARN " not in e.body[:80]]
     top = min(serious, key=lambda e: e.order) if serious else first
-    ranks = {e.rank for e in scan.unknown if e.rank is not None}
+    ranks = {e.rank for e in unknown if e.rank is not None}
     when = f" at {top.time_text}" if top.time_text else ""
     text = top.body.strip()[:200]
     summary = f"{who(top)} failed first with an error the catalogue does not know{when}: {redact_text(text)}"
@@ -306,7 +322,7 @@ def _unknown_finding(scan: Scan) -> Finding:
                                "failure, the catalogue (distdoctor/logs/signatures.toml) could learn it.",
                    fix=fix, evidence={"rank": top.rank, "host": top.host, "time": top.time_text, "where": where(top),
                                       "line": redact_text(top.raw[:500]), "ranks": fold(str(r) for r in ranks),
-                                      "count": len(scan.unknown)})
+                                      "count": len(unknown)})
 
 
 def _ranks_phrase(g: Group) -> str:

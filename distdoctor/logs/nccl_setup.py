@@ -162,7 +162,7 @@ def judge(scan: Scan) -> list[Finding]:
         return replace(found, fix="", remedy=fix_for(on_hosts))
 
     findings = [addressed(d) for d in compare(facts, RULES)]
-    findings += _interfaces(facts, hosts, names)
+    findings += _interfaces(facts, hosts, names, one_host=_one_host(scan))
     summary = _summary(facts)
     ranks = "rank" if len(facts) == 1 else "ranks"
     findings.append(Finding(Status.OK, f"NCCL setup of {len(facts)} {ranks} read from the log: {summary}",
@@ -171,7 +171,30 @@ def judge(scan: Scan) -> list[Finding]:
     return findings
 
 
-def _interfaces(facts, hosts, names) -> list[Finding]:
+_INIT_RANK = re.compile(r"\brank (?P<rank>\d+) nranks (?P<world>\d+) ")
+
+
+def _one_host(scan: Scan) -> str:
+    """The host every rank of the job is on, when NCCL's Init lines show the whole world there
+    (a single-rank job, or all nranks ranks on one host name); else "". Loopback is then the
+    right interface, not a fault."""
+    world = 0
+    ranks: set[int] = set()
+    where: set[str] = set()
+    for p in scan.info:
+        if "Init COMPLETE" not in p.body and "Init START" not in p.body:
+            continue
+        m = _INIT_RANK.search(p.body)
+        if m:
+            world = max(world, int(m.group("world")))
+            ranks.add(int(m.group("rank")))
+            where.add(p.host)
+    if world and len(where) == 1 and (world == 1 or ranks == set(range(world))):
+        return next(iter(where)) or "one host"
+    return ""
+
+
+def _interfaces(facts, hosts, names, one_host: str = "") -> list[Finding]:
     bad: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for member, f in facts.items():
         for what in ("bootstrap", "socket"):
@@ -183,6 +206,11 @@ def _interfaces(facts, hosts, names) -> list[Finding]:
     out = []
     for (what, odd, good), ms in bad.items():
         kinds = ", ".join(odd)
+        if one_host:
+            out.append(Finding(Status.OK, f"NCCL's {what} on {names(ms)} uses {kinds}: fine, every rank of the "
+                                          f"job is on {one_host}", subject=f"nccl.{what}",
+                               evidence={"ranks": fold(ms), "interfaces": list(odd), "one_host": one_host}))
+            continue
         where = fold(h for m in ms for h in [_host_of(m, hosts)] if h)
         target = f"on {where}: " if where else ""
         if good:

@@ -21,6 +21,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from distdoctor.text import strip_ansi
+
 _MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 
@@ -94,7 +96,6 @@ _FIRST = {
     "c10d": "[", "clock": "[", "nccl": _UPPER + _LOWER + _DIGITS, "indent": " \t",
 }
 _BY_FIRST = {chr(c): tuple((n, p) for n, p in _PATTERNS if chr(c) in _FIRST[n]) for c in range(128)}
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
 # srun and slurmstepd report on a task's behalf: "srun: error: node2: task 1: Killed",
 # "srun: error: node2: tasks 0-3: Exited with exit code 1", "*** STEP 3.0 ON node1 CANCELLED AT ..."
@@ -125,8 +126,7 @@ def split(line: str, dispatch: bool = True) -> Prefixed:
     """Peel every known prefix off line. Never raises; an unknown shape is all body.
     dispatch=False tries every pattern at every peel (the reference the dispatch is tested by)."""
     text = line.rstrip("\r\n")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     host = ""
     rank = label = local_rank = pid = device = None
     when = None

@@ -15,26 +15,46 @@ from distdoctor.parsers.etc_hosts import HostsLine
 from distdoctor.text import one_line
 
 
+def _has_gpu(f: Mapping[str, Any]) -> bool:
+    """CUDA, NCCL, and a GPU of its own: cuda:<local rank> exists. Two ranks on a node with one GPU
+    have CUDA, but the second's init fails (invalid device ordinal) and NCCL's init on the others then
+    waits for it until the bound (seen on an H100: 50 s for nothing)."""
+    count = f.get("gpu.count")
+    return bool(f.get("cuda_available") and f.get("nccl.version")) and (
+        count is None or int(f.get("local_rank") or 0) < int(count))
+
+
 def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, list[Finding]]:
-    """nccl when every rank has CUDA and NCCL, else gloo (with a note when only some have)."""
+    """nccl when every rank has CUDA, NCCL and a GPU of its own, else gloo (with a note when only some have)."""
     notes: list[Finding] = []
-    cuda = [f.get("cuda_available") and f.get("nccl.version") for f in fps]
+    usable = [_has_gpu(f) for f in fps]
     if forced:
         return forced, notes
-    if all(cuda):
+    if all(usable):
         return "nccl", notes
-    if any(cuda):
-        notes.append(warn(f"only ranks {compare.rank_ranges(f['rank'] for f in fps if f.get('cuda_available'))}"
-                          " have CUDA and NCCL: testing with gloo",
-                          explanation="a NCCL job would fail on the ranks without a GPU",
-                          fix="nvidia-smi; echo $CUDA_VISIBLE_DEVICES   # on the ranks without CUDA"))
+    if any(usable):
+        notes.append(warn(f"only ranks {compare.rank_ranges(f['rank'] for f in fps if _has_gpu(f))}"
+                          " have CUDA, NCCL and a GPU of their own: testing with gloo",
+                          explanation="a NCCL job would fail on the other ranks (no GPU, or a local rank beyond "
+                                      "the node's GPUs), and the rest would wait for them in init",
+                          fix="nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES   # on the other ranks' nodes"))
     return "gloo", notes
 
 
 def nccl_missing(fps: Sequence[Mapping[str, Any]]) -> Finding | None:
-    without = [f for f in fps if not (f.get("cuda_available") and f.get("nccl.version"))]
+    without = [f for f in fps if not _has_gpu(f)]
     if not without:
         return None
+    beyond = [f for f in without if f.get("cuda_available") and f.get("nccl.version")]
+    if len(beyond) == len(without):
+        return fail(f"--backend nccl, but rank{'s' if len(beyond) > 1 else ''} "
+                    f"{compare.rank_ranges(f['rank'] for f in beyond)} would use a GPU their node does not have "
+                    f"(local rank {', '.join(sorted({str(f.get('local_rank')) for f in beyond}))} of "
+                    f"{', '.join(sorted({str(f.get('gpu.count')) for f in beyond}))} GPU(s)): not run, NCCL's init "
+                    "would fail there and the other ranks would wait for them until the bound",
+                    explanation="NCCL needs one GPU per rank on each node",
+                    fix="# start at most as many ranks per node as it has GPUs (nvidia-smi -L), or run with "
+                        "--backend gloo")
     builds = sorted({f"torch {f.get('torch.version')}" + (f" ({f['cuda_error']})" if f.get("cuda_error") else "")
                      for f in without})
     return fail(f"--backend nccl, but rank{'s' if len(without) > 1 else ''} "

@@ -197,8 +197,11 @@ def _gpu_visibility(fps: Sequence[dict[str, Any]], by_node: "OrderedDict[Any, li
             subject="local_rank", explanation="cuda:<local rank> does not exist there: 'invalid device ordinal'. "
             "Usually CUDA_VISIBLE_DEVICES is narrowed per rank (or --gpu-bind=per_task:1) while the script "
             "still selects the GPU by local rank",
-            fix="unset CUDA_VISIBLE_DEVICES   # per rank; show a node's GPUs to all its ranks and call "
-                "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))",
+            fix=("unset CUDA_VISIBLE_DEVICES   # per rank; show a node's GPUs to all its ranks and call "
+                 "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
+            if any(fp.get("cuda_visible_devices") for fp in beyond) else
+                ("# more ranks than GPUs on the node: start at most as many ranks per node as it has GPUs "
+                 "(srun --ntasks-per-node, torchrun --nproc-per-node, mpirun -npernode; nvidia-smi -L counts them)"),
             evidence={"ranks": {str(fp["rank"]): {"local_rank": fp.get("local_rank"), "gpu.count": fp.get("gpu.count"),
                                                   "cuda_visible_devices": fp.get("cuda_visible_devices")}
                                 for fp in beyond}}))

@@ -97,6 +97,11 @@ def bench_finding(rows: Sequence[Mapping[str, Any]],
                        f"{compare.rank_ranges(wrong)}", evidence=evidence)
     elif not done:
         finding = warn("no size was measured before the deadline", evidence=evidence)
+    elif len(results) <= 1:
+        # busbw is algbw x 2(n-1)/n: zero for one rank, whose all_reduce moves nothing between ranks
+        finding = ok(f"{len(done)} sizes, all correct; one rank, so no bandwidth between ranks to measure "
+                     f"(largest {bench_mod.human_size(done[-1]['bytes'])} in {done[-1].get('time_us', 0):.1f} us)",
+                     evidence=evidence)
     else:
         peak = max(done, key=lambda r: r["busbw_gbs"])
         finding = ok(f"{len(done)} sizes, all correct; peak busbw {peak['busbw_gbs']:.3f} GB/s at "

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from distdoctor.parsers import ParseError
+from distdoctor.text import strip_ansi
 
 TOOL = "nvidia-smi"
 
@@ -175,8 +176,9 @@ def _parse_legends(lines: list[str]) -> tuple[dict[str, str], dict[str, str]]:
 def parse_topo_matrix(text: str) -> TopoMatrix:
     """`nvidia-smi topo -m` (or `--matrix`), alone or embedded in other output: the first line
     that starts with GPU0 and reads as a matrix header is taken, so prose above it that happens
-    to start with GPU0 does not hide the matrix."""
-    lines = text.splitlines()
+    to start with GPU0 does not hide the matrix. Driver 580 underlines the header line with terminal
+    escapes even when writing to a pipe; they are dropped first."""
+    lines = strip_ansi(text).splitlines()
     candidates = _header_candidates(lines)
     if not candidates:
         raise ParseError(TOOL, "no topology matrix found (no header line starting with GPU0)")

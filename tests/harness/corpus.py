@@ -49,8 +49,13 @@ def judge(entry: dict) -> Verdict:
     got = (lead.subject or "") if lead else ""
     rank = lead.evidence.get("rank") if lead and isinstance(lead.evidence, dict) else None
     want = list(entry["expect"])
-    ok_subject = got in want or ("failed" in want and got in GENERIC)
     failed = status in ("fail", "warn", "error")
+    if want == ["clean"]:
+        # a clean run that merely holds scary words: right when the diagnosis does not fail it
+        # (a WARN about its setup is allowed; a failure or "job failed" is not)
+        wrong = status in ("fail", "error") or got in GENERIC
+        return Verdict(entry["file"], not wrong, False, got, rank, want, None, lead.summary if lead else "")
+    ok_subject = got in want or ("failed" in want and got in GENERIC)
     ok_rank = "rank" not in entry or rank == entry["rank"]
     return Verdict(entry["file"], failed and ok_subject and ok_rank, status in ("ok", "skip"), got, rank, want,
                    entry.get("rank"), lead.summary if lead else "")

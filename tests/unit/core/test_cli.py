@@ -198,7 +198,8 @@ def test_site_pack_through_entry_points(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sitepack\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[distdoctor.checks]\nsite = sitepack\n")
-    proc = dd("list", "--json", env={"PYTHONPATH": str(site)})
+    # Beside, not instead of, the PYTHONPATH that made distdoctor importable (a --target install).
+    proc = dd("list", "--json", env={"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))})
     assert proc.returncode == 0, proc.stderr
     rows = {r["id"]: r for r in json.loads(proc.stdout)}
     assert rows["site.lustre-mounted"]["source"] == "entry point site (sitepack)"

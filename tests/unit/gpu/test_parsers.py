@@ -168,7 +168,9 @@ def test_torch_version_file_of_the_installed_torch():
 
     dist = metadata.distribution("torch")
     parsed = parse_version_py(open(dist.locate_file("torch/version.py")).read())
-    assert parsed.version == dist.version
+    # Some builds (NVIDIA's images, a GPU machine's 2.11.0+cu130) record no local tag in their
+    # metadata while version.py keeps it: the public part is what both must agree on.
+    assert parsed.version.split("+")[0] == dist.version.split("+")[0]
 
 
 def test_torch_version_cuda_and_rocm_builds():

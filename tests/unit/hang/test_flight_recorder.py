@@ -51,6 +51,16 @@ class Marker:
         return (open, (self.path, "w"))
 
 
+def test_a_real_nccl_dump_from_a_gpu_reads_through_the_restricted_reader():
+    """torch 2.11 + NCCL 2.28.9 on an H100, written by the watchdog at its timeout: the all_reduce
+    was enqueued behind a kernel that never ended."""
+    doc = flightrec.loads(dump("nccl_h100_stuck_kernel_rank0"))
+    assert doc["comm_lib_version"] == "2.28.9"
+    summary = flightrec.summarise(doc)
+    assert summary["pg_status"] == {"0": {"enqueued": 1, "started": -1, "completed": -1}}
+    assert summary["entries"] == [["0", 1, "all_reduce", "[[1024]]", "scheduled", False]]
+
+
 def test_a_malicious_pickle_is_refused_and_never_runs(tmp_path):
     Marker.path = str(tmp_path / "ran")
     for payload in (pickle.dumps({"version": "2.10", "entries": [Marker()]}, protocol=2),

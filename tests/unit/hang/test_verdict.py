@@ -118,3 +118,66 @@ def test_a_busy_rank_outside_any_collective_is_named():
     state = {r.id: r for r in verdict.runs([collect.snapshot(host)], "gpu012")}["hang.process-state"]
     assert [f.summary for f in state.findings] == [
         "rank 2 on gpu012 (pid 1002, GPU 2) is busy (100% CPU) in load_batch at job.py:5, outside any collective"]
+
+
+# A rank at 100% CPU may be spinning in a CUDA sync, not computing (an H100 hung on `.item()`
+# behind a stuck kernel read as "busy ... outside any collective"). The line is read on the node.
+JOB_PY = "/tmp/hg-exp/job.py"
+
+
+def _with_source(host, line5: str):
+    lines = [f"# line {n}" for n in range(1, 13)]
+    lines[4] = line5
+    host.files[JOB_PY] = "\n".join(lines) + "\n"
+    return host
+
+
+def test_a_busy_rank_at_a_gpu_sync_spins_waiting_for_its_gpu():
+    host = _with_source(job(busy=(1002,)), "    loss = batch.sum().item()")
+    snap = collect.snapshot(host)
+    assert [r["state"]["code"] for r in snap["ranks"] if r["process"]["pid"] == 1002] == ["loss = batch.sum().item()"]
+    state = by_id(verdict.runs([snap], "gpu012"))["hang.process-state"]
+    (finding,) = state.findings
+    assert finding.summary == ("rank 2 on gpu012 (pid 1002, GPU 2) spins (100% CPU) waiting for its GPU in load_batch "
+                               "at job.py:5 (`loss = batch.sum().item()`)")
+    assert finding.explanation.startswith(".item() copies one value to the host") and "not computing" in finding.explanation
+
+
+def test_a_busy_rank_at_plain_python_is_still_computing():
+    host = _with_source(job(busy=(1002,)), "    batch = [decode(x) for x in shard]")
+    state = by_id(verdict.runs([collect.snapshot(host)], "gpu012"))["hang.process-state"]
+    assert [f.summary for f in state.findings] == [
+        "rank 2 on gpu012 (pid 1002, GPU 2) is busy (100% CPU) in load_batch at job.py:5, outside any collective"]
+
+
+def test_an_unreadable_script_leaves_the_old_reading():
+    host = job(busy=(1002,))
+    host.files[JOB_PY] = PermissionError(13, "Permission denied")
+    snap = collect.snapshot(host)
+    assert all(r["state"]["code"] == "" for r in snap["ranks"])
+    state = by_id(verdict.runs([snap], "gpu012"))["hang.process-state"]
+    assert "is busy (100% CPU)" in state.findings[0].summary
+
+
+def test_every_rank_waiting_for_its_gpu_is_stuck_below_python():
+    rank2 = fixture_text(data_path("py_spy", "torchrun_gloo_rank2.json"))
+    host = _with_source(job(dumps={1000 + r: rank2.replace("30456", str(1000 + r)) for r in range(4)}),
+                        "    print(t[0].item())")
+    wave = by_id(verdict.runs([collect.snapshot(host)], "gpu012"))["hang.wave"]
+    (finding,) = wave.findings
+    assert finding.status is Status.WARN
+    assert finding.summary == ("torchrun run1: all 4 ranks read wait for their GPU in load_batch at job.py:5 "
+                               "(`print(t[0].item())`)")
+    assert "Flight Recorder" in finding.explanation
+
+
+def test_the_rank_not_waiting_for_its_gpu_when_the_others_are_is_the_culprit():
+    rank2 = fixture_text(data_path("py_spy", "torchrun_gloo_rank2.json"))
+    other = rank2.replace('"line": 5', '"line": 7').replace('"name": "load_batch"', '"name": "augment"')
+    dumps = {1000 + r: rank2.replace("30456", str(1000 + r)) for r in range(4)}
+    dumps[1003] = other.replace("30456", "1003")
+    host = _with_source(job(dumps=dumps), "    print(t[0].item())")
+    wave = by_id(verdict.runs([collect.snapshot(host)], "gpu012"))["hang.wave"]
+    (finding,) = [f for f in wave.findings if f.status is Status.FAIL]
+    assert finding.summary.startswith("rank 3 on gpu012 (pid 1003, GPU 3) is in augment at job.py:7")
+    assert finding.explanation == "The other ranks wait for their GPUs, which wait for it in a collective."

@@ -30,3 +30,31 @@ def test_a_loopback_rank_with_no_address_near_the_others_gets_no_guess():
                hosts_lines=[{"line": 2, "text": "127.0.1.1 node1", "address": "127.0.1.1", "names": ["node1"]}])
     found = backend.gloo_address_problem([lead])
     assert found is None or "127.0.0.1\\2" not in found.fix
+
+
+# Which backend: seen on an H100 with `--local 2`: rank 1's cuda:1 does not exist, its init failed
+# at once, and NCCL's init on rank 0 waited for it until the 50 s bound.
+def _gpu_rank(rank, local_rank, gpus, visible=None):
+    return {"rank": rank, "local_rank": local_rank, "cuda_available": True, "nccl.version": "2.28.9",
+            "gpu.count": gpus, "cuda_visible_devices": visible}
+
+
+def test_every_rank_with_a_gpu_of_its_own_is_nccl():
+    assert backend.choose([_gpu_rank(0, 0, 2), _gpu_rank(1, 1, 2)], None) == ("nccl", [])
+
+
+def test_a_rank_beyond_its_nodes_gpus_makes_it_gloo_with_a_note():
+    chosen, notes = backend.choose([_gpu_rank(0, 0, 1), _gpu_rank(1, 1, 1)], None)
+    assert chosen == "gloo" and len(notes) == 1
+    assert "only ranks 0 have CUDA, NCCL and a GPU of their own" in notes[0].summary
+
+
+def test_forcing_nccl_with_a_rank_beyond_the_gpus_is_not_run():
+    blocker = backend.nccl_missing([_gpu_rank(0, 0, 1), _gpu_rank(1, 1, 1)])
+    assert blocker is not None and "rank 1 would use a GPU their node does not have (local rank 1 of 1" in blocker.summary
+    assert backend.nccl_missing([_gpu_rank(0, 0, 1)]) is None
+
+
+def test_no_cuda_at_all_still_names_the_build():
+    blocker = backend.nccl_missing([{"rank": 0, "local_rank": 0, "cuda_available": False, "torch.version": "2.13.0+cpu"}])
+    assert blocker is not None and "no usable CUDA GPU with NCCL: torch 2.13.0+cpu" in blocker.summary

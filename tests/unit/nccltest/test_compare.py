@@ -129,6 +129,15 @@ def test_cuda_visible_devices_narrowed_per_rank():
     healthy = [fp(r, "n1" if r < 2 else "n2", cuda_available=True, cuda_visible_devices="0,1", **{"gpu.count": 2})
                for r in range(4)]
     assert {"local_rank", "n1", "n2"}.isdisjoint(f.subject for f in compare(healthy))
+    assert beyond.fix.startswith("unset CUDA_VISIBLE_DEVICES")
+
+
+def test_more_ranks_than_gpus_on_a_node_says_so_not_cuda_visible_devices():
+    """Seen on an H100: `--local 2` on a one-GPU node, no CUDA_VISIBLE_DEVICES anywhere."""
+    fps = [fp(r, "n1", cuda_available=True, gpu_uuid="GPU-0", **{"gpu.count": 1}) for r in range(2)]
+    beyond = {f.subject: f for f in compare(fps)}["local_rank"]
+    assert beyond.summary.startswith("rank 1 would use GPU 1")
+    assert "more ranks than GPUs on the node" in beyond.fix and "CUDA_VISIBLE_DEVICES" not in beyond.fix
 
 
 def test_nccl_prediction_findings_from_fingerprints():

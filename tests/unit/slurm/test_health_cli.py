@@ -38,7 +38,9 @@ def test_snapshot_from_a_login_shell_passes_under_env_i(tmp_path):
     assert "pip.mypy" not in text and "pip.distdoctor" not in text
     argv = [*distdoctor_argv(), "health", "--dry-run", "--node", "nwcnode1", "--config", str(cfg),
             "--only", "node.expectations", "--format", "json"]
-    proc = subprocess.run(["env", "-i", *argv], capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    # slurmd's bare environment; a PYTHONPATH that is how this distdoctor is installed stays.
+    kept = [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    proc = subprocess.run(["env", "-i", *kept, *argv], capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
     doc = load_report(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert doc["command"] == "health" and doc["host"] == "nwcnode1"

@@ -13,7 +13,8 @@ with open(os.path.join(HERE, "labels.toml"), "rb") as fh:
 print("# Labelled corpus of real failure logs\n")
 print("Excerpts of failure logs from public issue threads, trimmed to the relevant lines (user names in")
 print("paths and private host names replaced). The labels (cause, fix, expected reading, culprit rank)")
-print("are in `labels.toml`; this table is generated from it by `make_index.py`.\n")
+print("are in `labels.toml`; this table is generated from it by `make_index.py`. A few are clean runs that")
+print("merely contain scary words (`clean-*.log`, expected lead \"clean\"): none may read as failed.\n")
 print("| file | source | root cause (as the thread established it) | expected lead |")
 print("|---|---|---|---|")
 for e in entries:

@@ -324,9 +324,9 @@ class LineFilter:
             try:
                 sent = os.sendfile(out, src, at, min(end - at, 1 << 30))
             except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP):
                     raise
-                sent = self._copy(out, src, at, end)  # no sendfile into a pipe here
+                sent = self._copy(out, src, at, end)  # no sendfile from this file into a pipe here
             if sent == 0:
                 # the file shrank since the range was cut: end the partial line, so the
                 # caller's next line (a sentinel) stays a line of its own

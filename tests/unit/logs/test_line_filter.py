@@ -66,3 +66,20 @@ def test_a_file_that_shrank_under_its_range_ends_the_partial_line(tmp_path):
         f.feed(b"END\n")
         rows, _code = f.close()
     assert rows == [b"2:two hit\n", b"3:END\n"] and "shrank" in f.shrunk
+
+
+def test_where_sendfile_cannot_feed_a_pipe_the_range_is_copied(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    def refused(*_args):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "sendfile", refused)
+    path = tmp_path / "x.log"
+    path.write_bytes(b"".join(b"hit %d\n" % i for i in range(300_000)))  # several copies of 1 MiB
+    f = Host().line_filter(["grep", "-c", "hit"], timeout=10)
+    with open(path, "rb") as fh:
+        f.feed_range(fh, 0, path.stat().st_size)
+        rows, code = f.close()
+    assert code == 0 and rows == [b"300000\n"] and not f.error

@@ -83,3 +83,19 @@ def test_where_sendfile_cannot_feed_a_pipe_the_range_is_copied(tmp_path, monkeyp
         f.feed_range(fh, 0, path.stat().st_size)
         rows, code = f.close()
     assert code == 0 and rows == [b"300000\n"] and not f.error
+
+
+def test_a_queued_range_is_sent_from_its_file_even_once_the_caller_closed_it(tmp_path):
+    # the reader closes a file when asked for the next one, whatever is still queued from it;
+    # a file opened next (likely the same descriptor number) must not be sent in its place
+    first, other = tmp_path / "first.log", tmp_path / "other.log"
+    first.write_bytes(b"hit first\n" * 50_000)
+    other.write_bytes(b"hit other\n" * 50_000)
+    f = Host().line_filter(["grep", "-c", "first"], timeout=10)
+    fh = open(first, "rb")  # noqa: SIM115 -- closed below, before the filter has read it
+    for _ in range(6):
+        f.feed_range(fh, 0, first.stat().st_size)
+    fh.close()
+    with open(other, "rb"):
+        rows, code = f.close()
+    assert code == 0 and rows == [b"300000\n"]

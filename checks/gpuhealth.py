@@ -125,8 +125,10 @@ def xid_errors(ctx: Context):
     one finding per GPU naming each code once with its count, judged by NVIDIA's Xid catalogue
     (distdoctor/hardware/xid.toml). Errors the application caused (13, 31, 43, 45 ...) are told
     apart and never drain; Xid 45 beside a hardware Xid on the same GPU is that Xid's cleanup.
-    "Fallen off the bus" printed without an Xid counts as Xid 79. SXid lines come from NVSwitches:
-    fatal ones need the node reset."""
+    "Fallen off the bus" printed without an Xid counts as Xid 79. An Xid 45 that names its cause
+    ("caused by previous Xid 149") is judged by that cause; an NVLink5 Xid the driver itself calls
+    "Nonfatal" is reported, not drained. A GPU the driver could not initialise (RmInitAdapter
+    failed) needs a reboot. SXid lines come from NVSwitches: fatal ones need the node reset."""
     driver = ctx.facts.gpu_driver
     if driver.problem is not None and driver.problem.state == "absent":
         yield skip(driver.problem.summary)  # no driver, no Xid
@@ -145,26 +147,45 @@ def xid_errors(ctx: Context):
         if g.bus_id:
             index[short_pci(g.bus_id)] = g.index
     per_gpu: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    named: dict[str, set[int]] = defaultdict(set)  # codes seen only as the cause an Xid 45 names
     sxids: dict[str, list] = defaultdict(list)
+    not_initialised: dict[str, list] = defaultdict(list)
     for event in log.log.events:
-        if event.kind in ("xid", "fallen-off-bus") and log.within(event, window):
-            per_gpu[short_pci(event.device) if event.device else "?"][event.code or 79].append(event)
-        elif event.kind == "sxid" and log.within(event, window):
+        if not log.within(event, window):
+            continue
+        if event.kind in ("xid", "fallen-off-bus"):
+            device = short_pci(event.device) if event.device else "?"
+            per_gpu[device][event.code or 79].append(event)
+            cause = event.detail[len("after-xid-"):] if event.detail.startswith("after-xid-") else ""
+            if cause.isdigit() and xid_catalogue.lookup(event.code or 0).judge_named_cause:
+                per_gpu[device][int(cause)].append(event)
+                named[device].add(int(cause))
+        elif event.kind == "sxid":
             sxids[event.device].append(event)
+        elif event.kind == "init-failed":
+            not_initialised[short_pci(event.device)].append(event)
     found = False
     for device, codes in sorted(per_gpu.items()):
         gpu = index.get(device)
         name = f"GPU{gpu} ({device})" if gpu is not None else f"the GPU at {device}"
         entries = {code: xid_catalogue.lookup(code) for code in codes}
-        hardware = {c for c, e in entries.items() if e.origin == "hardware" and needs_drain(e.action)}
+        # NVLink5 Xids say themselves whether they were fatal: a code every line of which says
+        # "Nonfatal" takes the catalogue's nonfatal_action (named causes carry no such word).
+        nonfatal = {c for c, e in entries.items()
+                    if e.nonfatal_action and all(ev.detail == "nonfatal" for ev in codes[c])}
+        actions = {c: entries[c].nonfatal_action if c in nonfatal else e.action for c, e in entries.items()}
+        hardware = {c for c, e in entries.items() if e.origin == "hardware" and needs_drain(actions[c])}
         # Xid 45 is the driver cleaning up after another error: beside a hardware Xid it is that one's.
-        judged = {c: e for c, e in entries.items() if not (c == 45 and hardware)}
-        action = strongest(e.action for e in judged.values())
-        parts = [f"Xid {c}" + (f" ×{len(codes[c])}" if len(codes[c]) > 1 else "") + f" ({entries[c].meaning or 'unknown'})"
-                 for c in sorted(codes)]
+        judged = {c: actions[c] for c in entries if not (c == 45 and hardware)}
+        action = strongest(judged.values())
+        parts = []
+        for c in sorted(codes):
+            how = [] if any(ev.code == c for ev in codes[c]) else ["named as the cause by Xid 45"]
+            how += [entries[c].meaning or "unknown"] + (["nonfatal"] if c in nonfatal else [])
+            parts.append(f"Xid {c}" + (f" ×{len(codes[c])}" if len(codes[c]) > 1 else "") + f" ({', '.join(how)})")
         times = [t for evs in codes.values() for e in evs if (t := log.wall_time(e)) is not None]
         evidence = {"device": device, "gpu": gpu, "source": log.source,
-                    "codes": {str(c): {"count": len(evs), "action": entries[c].action, "origin": entries[c].origin,
+                    "codes": {str(c): {"count": len(evs), "action": actions[c], "origin": entries[c].origin,
                                        "mnemonic": entries[c].mnemonic, "first": evs[0].message[:200]}
                               for c, evs in sorted(codes.items())},
                     "first_time": min(times) if times else None, "last_time": max(times) if times else None,
@@ -180,18 +201,34 @@ def xid_errors(ctx: Context):
                  "none": "# informational; nothing to do"}
         summary = f"{name}: {', '.join(parts)}"
         explanation = ("From NVIDIA's Xid catalogue: " +
-                       "; ".join(f"{c}: {entries[c].mnemonic or 'not catalogued'} → {entries[c].action}"
+                       "; ".join(f"{c}: {entries[c].mnemonic or 'not catalogued'} → {actions[c]}"
                                  for c in sorted(codes)))
+        if nonfatal:
+            explanation += (f". The driver called {', '.join(f'Xid {c}' for c in sorted(nonfatal))} Nonfatal: "
+                            "the link recovered; a Fatal one needs the GPU reset")
         if needs_drain(action):
             yield fail(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action,
                        evidence=evidence, explanation=explanation, fix=fixes[action])
-        elif action in ("app-error", "restart-app") or unknown:
+        elif action in ("app-error", "restart-app") or unknown or nonfatal:
             yield warn(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action or "none",
                        evidence=evidence, explanation=explanation + (" Application errors are the program's, not the "
                                                                      "node's: no drain."),
                        fix=fixes.get(action or "none", fixes["none"]))
         else:
             yield ok(summary, evidence=evidence)
+    init = xid_catalogue.driver_events()["init-failed"]
+    for device, events in sorted(not_initialised.items()):
+        found = True
+        gpu = index.get(device)
+        subject = f"GPU{gpu}" if gpu is not None else device
+        yield fail(f"{f'GPU{gpu} ({device})' if gpu is not None else f'the GPU at {device}'}: {init.meaning} "
+                   f"({plural(len(events), 'line')})", subject=subject, action=init.action,
+                   evidence={"device": device, "gpu": gpu, "count": len(events), "first": events[0].message[:200],
+                             "source": log.source},
+                   explanation="The kernel driver gave up bringing this GPU up (RmInitAdapter): CUDA cannot use "
+                               "it. It comes back only after a reboot; if it fails again, check its power and "
+                               "seating and open a hardware case.",
+                   fix="# drain the node and reboot it; if the GPU fails again: lspci -d 10de: && nvidia-bug-report.sh")
     for device, events in sorted(sxids.items()):
         found = True
         entries = {e.code: xid_catalogue.sxid_lookup(e.code, e.detail) for e in events}

@@ -106,7 +106,9 @@ def link_flaps(ctx: Context):
     """mlx5 port state changes (`Port: 1 Link DOWN`), Ethernet link downs of mlx5 interfaces and
     "lost carrier" lines within the window of thresholds.toml [ib.kernel_log]: gpud calls a port
     flapping after 3 down/up cycles; AzNHC flags 5 lost-carrier events in 24 hours. Link changes
-    while the driver loads (before the port was ever ACTIVE) are not counted."""
+    while the driver loads (before the port was ever ACTIVE) are not counted. A port that comes up
+    again with no down line between went down unlogged (a log grep'd for the interface shows only
+    the "Link up" lines): that is a cycle too."""
     if not ctx.facts.infiniband.hcas:
         yield skip("no InfiniBand/RoCE ports on this node")
         return
@@ -124,6 +126,8 @@ def link_flaps(ctx: Context):
         if e.kind != "link" or not log.within(e, window):
             continue
         if e.detail in ("active", "up"):
+            if e.device in was_up:  # up again with no down logged between: it went down unlogged
+                downs[e.device] += 1
             was_up.add(e.device)
         elif e.detail in ("down", "init") and e.device in was_up:
             downs[e.device] += 1

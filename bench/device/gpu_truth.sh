@@ -70,6 +70,12 @@ step health-json 60 python3 -m distdoctor health --dry-run --format json --node 
 step health-text 60 python3 -m distdoctor health --dry-run --node gputruth
 step inventory-json 60 python3 -m distdoctor inventory --json
 step explain-gpu 20 python3 -m distdoctor explain gpu.xid
+# A fix applied as printed: build.nccl-libraries' fix (if it warns) is run in a shell, then the check again.
+step nccl-libs-json 60 python3 -m distdoctor check --only build.nccl-libraries --format json
+fix=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\n".join(f["fix"] for c in d["checks"] for f in c["findings"] if f["status"] in ("warn","fail") and f.get("fix")))' "$R/dd/nccl-libs-json.out" 2>/dev/null)
+printf '%s\n' "$fix" >"$R/dd/nccl-libs-fix.sh"
+step nccl-libs-after-json 60 bash -c "$fix
+python3 -m distdoctor check --only build.nccl-libraries --format json"
 # The same without NVML: every nvidia-smi form distdoctor falls back to (table, -L, --query-gpu, -q) is recorded.
 mkdir -p "$R/rec-nonvml"
 step check-nonvml-json 60 env DISTDOCTOR_NVML=0 python3 -m distdoctor check --format json

@@ -26,6 +26,8 @@ class XidEntry:
     origin: str  # "hardware" or "application"
     nvidia_immediate: str = ""
     nvidia_investigatory: str = ""
+    nonfatal_action: str = ""  # the action when the driver calls every occurrence "Nonfatal"
+    judge_named_cause: bool = False  # judge the Xid its line names as the cause instead
 
     @property
     def known(self) -> bool:
@@ -42,8 +44,32 @@ def catalogue() -> dict[int, XidEntry]:
         action = row["action"]
         if not is_action(action):
             raise ValueError(f"xid.toml: Xid {code} has an unknown action {action!r}")
+        nonfatal = row.get("nonfatal_action", "")
+        if nonfatal and not is_action(nonfatal):
+            raise ValueError(f"xid.toml: Xid {code} has an unknown nonfatal_action {nonfatal!r}")
         out[code] = XidEntry(code, row["mnemonic"], row["meaning"], action, row.get("origin", "hardware"),
-                             row.get("nvidia_immediate", ""), row.get("nvidia_investigatory", ""))
+                             row.get("nvidia_immediate", ""), row.get("nvidia_investigatory", ""), nonfatal,
+                             bool(row.get("judge_named_cause", False)))
+    return out
+
+
+@dataclass(frozen=True)
+class DriverEvent:
+    kind: str  # the kernel-log event kind ("init-failed")
+    meaning: str
+    action: str
+
+
+@functools.lru_cache(maxsize=1)
+def driver_events() -> dict[str, DriverEvent]:
+    """Driver lines that are no Xid but judge a GPU the same way (xid.toml [driver_event.*])."""
+    with open(CATALOGUE_PATH, "rb") as fh:
+        data = tomllib.load(fh)
+    out = {}
+    for kind, row in data.get("driver_event", {}).items():
+        if not is_action(row["action"]):
+            raise ValueError(f"xid.toml: driver event {kind} has an unknown action {row['action']!r}")
+        out[kind] = DriverEvent(kind, row["meaning"], row["action"])
     return out
 
 

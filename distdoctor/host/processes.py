@@ -3,6 +3,7 @@ answers cached while the tool is unchanged."""
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import selectors
@@ -271,20 +272,24 @@ def _feed(pipe, data: bytes) -> None:
 
 
 class LineFilter:
-    """A running filter process: `feed()` queues input that a writer thread sends to its stdin,
-    a reader thread collects its stdout lines; `take()` returns the lines so far, `close()`
-    ends the input and waits (bounded) for the rest. Two threads so that neither pipe can
-    fill and stall the other while the caller keeps reading its own input."""
+    """A running filter process: `feed()` queues input that a writer thread sends to its stdin
+    (`feed_range()` queues a byte range of an open file, sent from the page cache with sendfile,
+    never read into this process), a reader thread collects its stdout lines; `take()` returns
+    the lines so far, `close()` ends the input and waits (bounded) for the rest. Two threads so
+    that neither pipe can fill and stall the other while the caller keeps reading its own input."""
 
     def __init__(self, proc: subprocess.Popen, timeout: float, kill, ended=lambda: None):
         self.proc = proc
         self.timeout = timeout
         self._kill = kill
         self._ended = ended
-        self._input: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._input: queue.Queue[bytes | tuple[Any, int, int] | None] = queue.Queue(maxsize=4)
         self._lines: list[bytes] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._eof = False
         self.error = ""
+        self.shrunk = ""  # a range was cut short: its file shrank since
         self._writer = threading.Thread(target=self._write, daemon=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._writer.start()
@@ -296,7 +301,11 @@ class LineFilter:
                 data = self._input.get()
                 if data is None:
                     break
-                self.proc.stdin.write(data)
+                if isinstance(data, tuple):
+                    self._send(*data)
+                else:
+                    self.proc.stdin.write(data)
+                    self.proc.stdin.flush()  # a range sent next goes straight to the pipe: after this
         except (BrokenPipeError, OSError, ValueError) as exc:
             self.error = self.error or f"the filter stopped reading its input: {exc}"
             while self._input.get() is not None:  # keep feed() from blocking forever
@@ -307,29 +316,81 @@ class LineFilter:
             except (BrokenPipeError, OSError):
                 pass
 
+    def _send(self, file, start: int, end: int) -> None:
+        out = self.proc.stdin.fileno()
+        src = file.fileno()
+        at = start
+        while at < end:
+            try:
+                sent = os.sendfile(out, src, at, min(end - at, 1 << 30))
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                    raise
+                sent = self._copy(out, src, at, end)  # no sendfile into a pipe here
+            if sent == 0:
+                # the file shrank since the range was cut: end the partial line, so the
+                # caller's next line (a sentinel) stays a line of its own
+                self.shrunk = f"the input ended {end - at} bytes early (it shrank while read)"
+                os.write(out, b"\n")
+                return
+            at += sent
+
+    @staticmethod
+    def _copy(out: int, src: int, at: int, end: int) -> int:
+        data = os.pread(src, min(end - at, 1 << 20), at)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+        return len(data)
+
     def _read(self) -> None:
         try:
             for line in self.proc.stdout:
                 with self._lock:
                     self._lines.append(line)
+                    self._arrived.notify_all()
         except (ValueError, OSError):
             pass  # close() gave up on a filter that would not finish and closed the pipe
+        finally:
+            with self._lock:
+                self._eof = True
+                self._arrived.notify_all()
 
     def feed(self, data: bytes) -> None:
         """Queue data for the filter; a filter that stops reading for `timeout` is killed (its
         output so far is kept, and `error` says so) rather than blocking the caller."""
+        self._queue(data)
+
+    def feed_range(self, file, start: int, end: int) -> None:
+        """Queue bytes [start, end) of an open file (kept open by the caller until the filter
+        has answered for them)."""
+        self._queue((file, start, end))
+
+    def _queue(self, item: bytes | tuple[Any, int, int]) -> None:
         if self.error:
             return
         try:
-            self._input.put(data, timeout=self.timeout)
+            self._input.put(item, timeout=self.timeout)
         except queue.Full:
             self.error = f"the filter read nothing for {self.timeout:g} s and was stopped"
             self._kill(self.proc)
 
-    def take(self) -> list[bytes]:
+    def take(self, wait: float = 0.0) -> list[bytes]:
+        """The output lines so far; with `wait`, waits up to that long for one when there are
+        none yet (not once the output has ended: `ended`)."""
         with self._lock:
+            if wait > 0 and not self._lines and not self._eof:
+                self._arrived.wait(wait)
             lines, self._lines = self._lines, []
         return lines
+
+    @property
+    def ended(self) -> bool:
+        """Its output has ended: it exited or was killed."""
+        return self._eof
+
+    def kill(self) -> None:
+        self._kill(self.proc)
 
     def close(self) -> tuple[list[bytes], int | None]:
         """(the remaining output lines, the exit code; None when it had to be killed here)."""

@@ -15,8 +15,12 @@ def _run(check_id: str, title: str, findings: list[Finding], duration: float = 0
 
 def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None = None,
             max_bytes: int | None = None, hang_gap: float = 60.0, block: int | None = None,
-            use_grep: bool = True) -> tuple[list[CheckRun], bool]:
-    """The check runs of one `log` invocation, and whether anything could be read at all."""
+            use_grep: bool = True, refs_from: int | None = -1,
+            searches: int | None = None) -> tuple[list[CheckRun], bool]:
+    """The check runs of one `log` invocation, and whether anything could be read at all.
+    refs_from: plain files from this size on are searched from the page cache, by `searches`
+    greps at once (-1: reader.REFS_FROM; None: never, every block read and searched in one
+    stream); searches None: one per CPU."""
     from distdoctor.logs import diagnose, nccl_setup, pasted, reader
     from distdoctor.logs.scan import Scanner
 
@@ -28,10 +32,11 @@ def analyse(paths: list[str], *, stdin=None, matcher=None, max_files: int | None
     files, problems = reader.expand(paths, max_files if max_files is not None else reader.MAX_FILES)
     stats = reader.Stats()
     pastes = pasted.Collector()
-    scanner = Scanner(matcher, use_grep=use_grep, on_text=pastes.add)
+    scanner = Scanner(matcher, use_grep=use_grep, on_text=pastes.add, searches=searches)
     # the scanner counts the lines of large inputs (grep does, for free): the reader need not
     scanner.feed(reader.blocks(files, stats, stdin=stdin, block=block or reader.BLOCK,
-                               max_bytes=max_bytes if max_bytes is not None else reader.MAX_BYTES, count=False))
+                               max_bytes=max_bytes if max_bytes is not None else reader.MAX_BYTES, count=False,
+                               refs_from=reader.REFS_FROM if refs_from == -1 else refs_from))
     scan = scanner.resolve()
     stats.lines += scan.lines
     read_s = time.monotonic() - started

@@ -47,7 +47,7 @@ _SMI_Q = re.compile(r"^(?:=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-
 _SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
 _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
 # kernel-log lines the hardware checks judge, wherever they are in the input
-_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: ")
+_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
 # An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
 # `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
@@ -311,7 +311,7 @@ def ib_host_data(ports) -> dict:
 CHECKS_FOR = {
     "interfaces": ("net.nccl-socket-interface", "net.gloo-socket-interface"),
     "topo": ("gpu.p2p-topology", "gpu.nic-affinity"),
-    "ib": ("net.infiniband",),
+    "ib": ("net.infiniband", "ib.port-state"),
     # gpu.throttle is left out: a paste is one reading, and one reading is not a throttled GPU.
     "smi_q": ("gpu.memory-errors", "gpu.pcie-link", "gpu.mig-consistency", "gpu.fabric"),
     "kernel": ("gpu.xid", "gpu.pcie-link"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import stat
@@ -38,6 +39,21 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Ref:
+    """Whole lines of a plain file left unread here: bytes [start, end) of `file`, which a
+    search process is fed straight from the page cache (Host.line_filter's feed_range). `newline`:
+    the file's last line has none, and one is to follow it, as the reader adds one."""
+    file: BinaryIO
+    start: int
+    end: int
+    newline: bool = False
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the file (absolute offsets), fewer if it shrank since."""
+        return os.pread(self.file.fileno(), max(0, end - start), start)
+
+
+@dataclass(frozen=True)
 class Block:
     source: str     # the path as the user will recognise it ("-" for stdin)
     index: int      # order of the source among all inputs
@@ -46,6 +62,7 @@ class Block:
     last: bool      # no more blocks follow from this source
     whole: bool     # the source fit in this one block
     lines: int = 0  # number of lines in data (0 when not counted: blocks(..., count=False))
+    ref: Ref | None = None  # data left in the file (empty `data`): blocks(..., refs_from=N)
 
 
 @dataclass
@@ -138,12 +155,21 @@ def _open(path: str, stdin: BinaryIO | None) -> tuple[BinaryIO, int | None]:
 FOLLOWS = -1
 
 
+# Plain files from this size on are left in the page cache after their first block
+# (blocks(..., refs_from=REFS_FROM)): `log` feeds them to its searches without reading them.
+REFS_FROM = 64 * 1024 * 1024
+
+
 def blocks(paths: list[str], stats: Stats, *, stdin: BinaryIO | None = None, block: int = BLOCK,
-           max_line: int = MAX_LINE, max_bytes: int = MAX_BYTES, count: bool = True) -> Iterator[Block]:
+           max_line: int = MAX_LINE, max_bytes: int = MAX_BYTES, count: bool = True,
+           refs_from: int | None = None) -> Iterator[Block]:
     """Every input as blocks of whole lines. Problems go to stats.problems. count=False leaves
     the lines of an input read in several blocks uncounted (Block.lines 0, stats.lines without
     them, first_line FOLLOWS after the first block): counting costs 0.36 s per GiB, and `log`'s
-    grep counts them anyway."""
+    grep counts them anyway. With refs_from (and count=False), a plain uncompressed file of at
+    least that size, read whole (not over max_bytes) and holding no line the reader would
+    truncate, comes as its first block read and then blocks of `Ref`s with empty data, cut at
+    the same newlines as if read; the file stays open until the consumer asks past its last."""
     for index, path in enumerate(paths):
         name = "-" if path == "-" else path
         try:
@@ -152,7 +178,7 @@ def blocks(paths: list[str], stats: Stats, *, stdin: BinaryIO | None = None, blo
             stats.problems.append(Problem(name, Status.WARN, f"cannot read {name}: {exc.strerror or exc}"))
             continue
         try:
-            yield from _read(name, index, stream, size, stats, block, max_line, max_bytes, count)
+            yield from _read(name, index, stream, size, stats, block, max_line, max_bytes, count, refs_from)
         except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
             # a truncated .gz, an I/O error mid-file: keep what was read, say what happened
             stats.problems.append(Problem(name, Status.WARN, f"stopped reading {name}: {exc}"))
@@ -162,7 +188,7 @@ def blocks(paths: list[str], stats: Stats, *, stdin: BinaryIO | None = None, blo
 
 
 def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stats, block: int,
-          max_line: int, max_bytes: int, count: bool = True) -> Iterator[Block]:
+          max_line: int, max_bytes: int, count: bool = True, refs_from: int | None = None) -> Iterator[Block]:
     # A regular file is read up to the size it had when opened: one that keeps growing (a live
     # job's log, or /proc/self/fd of a writer that never stops) would otherwise never end.
     limit = min(size, max_bytes) if size is not None and size <= max_bytes else None
@@ -181,12 +207,23 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
         stats.problems.append(Problem(name, Status.WARN,
                                       f"{name} is {_size(size)}: read its first and last {_size(max_bytes // 2)} "
                                       f"and skipped {_size(tail_from - head_limit)} between them (--max-bytes)"))
-    line_no = 1  # 0 once a middle was skipped: later line numbers are unknown
+    if (refs_from is not None and not count and limit is not None and size is not None
+            and size >= refs_from and size > len(first) and isinstance(stream, io.BufferedReader)
+            and first.find(b"\n") >= 0 and _short_lines(stream.fileno(), 0, len(first), size, max_line)):
+        yield from _references(name, index, stream, size, first, stats, block, max_line)
+        return
+    yield from _lines(name, index, stream, stats, first, block, max_line, max_bytes, count, size, limit,
+                      head_limit, tail_from)
+
+
+def _lines(name: str, index: int, stream: BinaryIO, stats: Stats, chunk: bytes, block: int, max_line: int,
+           max_bytes: int, count: bool, size: int | None, limit: int | None, head_limit: int | None,
+           tail_from: int | None, read: int = 0, line_no: int = 1) -> Iterator[Block]:
+    """The blocks of whole lines from `chunk`, read at offset `read`, on (line_no: the number
+    of its first line, 0 once a middle was skipped, FOLLOWS after blocks left uncounted)."""
     carry = b""
     skipping = False  # inside an over-long line whose head was already kept
-    read = 0
-    chunk = first
-    only_block = True
+    only_block = read == 0
     while chunk:
         read += len(chunk)
         stats.bytes += len(chunk)
@@ -249,6 +286,62 @@ def _read(name: str, index: int, stream: BinaryIO, size: int | None, stats: Stat
         if jumped:
             line_no = 0
         chunk = nxt
+
+
+def _references(name: str, index: int, fh: BinaryIO, size: int, first: bytes, stats: Stats,
+                block: int, max_line: int) -> Iterator[Block]:
+    """A plain file as its first block (read: the scanner surveys it) then `Ref` blocks, each
+    ending at the last newline of its `block`-sized chunk, as _read's blocks do. Each chunk is
+    probed for a line the reader would truncate before its block is handed on; from a chunk that
+    holds one, the rest of the file is read (and truncated) as _read reads it."""
+    fd = fh.fileno()
+    start = first.rfind(b"\n") + 1
+    stats.bytes += start
+    yield Block(name, index, first[:start], 1, False, False, 0)
+    k = 1
+    while start < size:
+        chunk_end = min((k + 1) * block, size)
+        if not _short_lines(fd, k * block, chunk_end, size, max_line):
+            fh.seek(start)
+            yield from _lines(name, index, fh, stats, fh.read(min(block, size - start)), block, max_line, size,
+                              False, size, size, None, None, read=start, line_no=FOLLOWS)
+            return
+        end = size if chunk_end >= size else _last_newline(fd, max(start, k * block), chunk_end) + 1
+        k += 1
+        if end <= 0:
+            continue  # no line ends in this chunk: its bytes belong to the next block
+        last = end >= size
+        newline = last and os.pread(fd, 1, size - 1) != b"\n"
+        stats.bytes += end - start
+        yield Block(name, index, b"", FOLLOWS, last, False, 0, Ref(fh, start, end, newline))
+        start = end
+
+
+def _last_newline(fd: int, lo: int, hi: int) -> int:
+    """Offset of the last newline in bytes [lo, hi) of the file; -1 when there is none."""
+    while hi > lo:
+        at = max(lo, hi - 65536)
+        found = os.pread(fd, hi - at, at).rfind(b"\n")
+        if found >= 0:
+            return at + found
+        hi = at
+    return -1
+
+
+def _short_lines(fd: int, lo: int, hi: int, size: int, max_line: int) -> bool:
+    """Whether no line of the file is long enough for the reader to truncate, as far as the
+    windows of max_line // 2 bytes (aligned on that size) that start in bytes [lo, hi) show:
+    every window holds a newline (a line of max_line - 1 bytes or more spans a whole window).
+    The file's last window may not, when its last line lacks a newline: that line then started
+    after the window before, which had one. A small read per window (lines are short) costs
+    about 30 ms of CPU per GiB."""
+    width = max(1, max_line // 2)
+    for at in range(-(-lo // width) * width, min(hi, size), width):
+        if at + width >= size:
+            break
+        if b"\n" not in os.pread(fd, min(512, width), at) and b"\n" not in os.pread(fd, width, at):
+            return False
+    return True
 
 
 def _size(n: int) -> str:

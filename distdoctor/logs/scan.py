@@ -4,10 +4,12 @@ its setup, who printed what, and when each rank was last heard from.
 A failed job's log is mostly chatter. Small inputs (one block) are read line by line. In
 larger ones a search for every keyword that can matter (the catalogue's keywords, the INFO lines
 nccl_setup reads, generic error words) picks the few candidate lines; only those are decoded and
-split. The search is one `grep -E -n` (the keywords as one alternation of literals) fed every
-block as a stream (in C, about five times faster than Python's regex alternation over the same
-bytes, and running beside this process; see bench/log_scale.py), or that alternation where grep
-cannot run. The last lines of every block are kept too, so "last heard from" stays right to
+split. The search is `grep -E -n` (the keywords as one alternation of literals; in C, about five
+times faster than Python's regex alternation over the same bytes, and running beside this
+process; see bench/log_scale.py), or that alternation where grep cannot run. Blocks read here
+are fed to one grep as a stream; the blocks of a big plain file that the reader leaves in the
+page cache (reader.Ref) are dealt to one grep per CPU and sent from the cache (search.py), the
+answers read back in input order. The last lines of every block are kept too, so "last heard from" stays right to
 within one block for ranks that keep logging.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 from distdoctor.logs import outcome
 from distdoctor.logs import prefix as prefix_mod
 from distdoctor.logs.reader import FOLLOWS, Block
+from distdoctor.logs.search import SENTINEL, Search
 
 # INFO lines worth reading even though no signature names them (see nccl_setup.py), and lines
 # that tie a pid to a rank.
@@ -76,6 +79,9 @@ CONTEXT_WORDS = {
     "container": ("docker", "kubectl", "Kubernetes", "kubeflow"),
 }
 MAX_INFO_LINES = 20_000
+# greps searching one big file at once: one per CPU, up to this many (a block of the file each
+# in turn; the answers are read in order)
+MAX_SEARCHES = 8
 RECENT_LINES = 12
 
 
@@ -132,11 +138,6 @@ class Scan:
     lines: int = 0  # lines of large inputs the reader left uncounted (blocks(..., count=False))
 
 
-# A line no log holds, fed to grep after each block: its line number in grep's output tells
-# how many lines the block had, so this process never counts them (0.36 s per GiB).
-SENTINEL = b"\x01distdoctor-block-end\x02"
-
-
 @dataclass
 class _Span:
     """A block of a large input, without its data: where its lines are reported."""
@@ -146,10 +147,10 @@ class _Span:
 
 
 class Prefilter:
-    """Candidate lines: every line holding one of the keywords. `grep -E` runs once for the
-    whole scan as a streaming filter (Host.line_filter) while this process reads ahead, so the
-    search and the reading overlap on two cores; Python's regex alternation over each block is
-    the fallback where grep cannot run."""
+    """Candidate lines: every line holding one of the keywords. `grep -E` runs as a streaming
+    filter (Host.line_filter; search.py starts one per lane) while this process reads ahead, so
+    the search and the reading overlap; Python's regex alternation over each block is the
+    fallback where grep cannot run."""
 
     GREP_TIMEOUT = 120.0
 
@@ -159,7 +160,11 @@ class Prefilter:
         # One extended-regex alternation runs grep's DFA, which reads NCCL chatter at about 1.6x
         # the speed of `grep -F` with the same ~170 words as separate patterns (0.35 s against
         # 0.58 s per 256 MiB; grep turns separate literal patterns back into its -F search).
-        self.argv = ["grep", "-E", "-a", "-n", "-e", "|".join(_ere(w) for w in [*words, SENTINEL.decode()])]
+        # --line-buffered: a block's answer (its sentinel's line) comes out when found, not when
+        # grep's output buffer fills, so that the scan can wait for it (search.py); a write per
+        # candidate line, and there are few
+        self.argv = ["grep", "-E", "-a", "-n", "--line-buffered", "-e",
+                     "|".join(_ere(w) for w in [*words, SENTINEL.decode()])]
         self.host = host
         self.use_grep = use_grep and host is not None
 
@@ -192,6 +197,35 @@ def _ere(word: str) -> str:
     return "".join("\\" + c if c in _ERE_SPECIAL else c for c in word)
 
 
+def _tail(data: bytes, want: int) -> tuple[int, bytes]:
+    """The last `want` lines of a block (fewer if it has fewer), without the last newline, and
+    how many they are."""
+    end = len(data) - 1
+    start = end
+    kept = 0
+    for _ in range(want):
+        start = data.rfind(b"\n", 0, start - 1 if kept else end) + 1
+        kept += 1
+        if start == 0:
+            break
+    return kept, data[start:end] if kept else b""
+
+
+def _ref_tail(ref, want: int) -> tuple[int, bytes]:
+    """_tail of a block left in its file: its end read back, more of it until `want` lines
+    (or the whole block) are in hand."""
+    size = 64 * want
+    while True:
+        start = max(ref.start, ref.end - size)
+        data = ref.read(start, ref.end) + (b"\n" if ref.newline else b"")
+        if start == ref.start or data.count(b"\n") > want:
+            break
+        size *= 4
+    if start > ref.start:
+        data = data[data.find(b"\n") + 1:]  # a line cut by the window: the lines after it suffice
+    return _tail(data, want) if data else (0, b"")
+
+
 def speaker(scan: Scan, key: tuple) -> int | None:
     """The rank a `Scan.seen` key speaks for: the rank its lines state, else the rank its
     host:pid was seen with, else torchrun's local rank; None when the log does not say."""
@@ -205,9 +239,11 @@ def speaker(scan: Scan, key: tuple) -> int | None:
 
 class Scanner:
     def __init__(self, matcher, max_line: int = 64 * 1024, keep_text: int = 4 * 1024 * 1024, host=None,
-                 use_grep: bool = True, on_text=None):
+                 use_grep: bool = True, on_text=None, searches: int | None = None):
         """on_text(source, text) is handed the whole text of each input small enough to be read
-        line by line (where pasted tool output is looked for)."""
+        line by line (where pasted tool output is looked for). `searches`: how many greps may
+        search one big file at once (default: one per CPU this process may run on, at most
+        MAX_SEARCHES)."""
         self.matcher = matcher
         self.on_text = on_text
         self.max_line = max_line
@@ -220,19 +256,20 @@ class Scanner:
 
             host = Host()
         self.prefilter = Prefilter(words, host, use_grep)
+        if searches is None:
+            searches = min(len(host.cpu_affinity()), MAX_SEARCHES) if host is not None else 1
+        self._search = Search(self.prefilter.start, searches, Prefilter.GREP_TIMEOUT)
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()
         self._path_rank: dict[str, tuple[int | None, int | None]] = {}  # (rank, local rank) from a file name
-        self._filter = None
-        self._filter_started = False
+        self._grep: bool | None = None  # whether the search runs in grep (None: not started)
+        self._turn = 0  # which search gets a big file's next block
         self._surveyed = False
         self._whole_bytes = 0
         self._elastic: dict | None = None  # a torchrun Root Cause record being read
         # the last lines read per input (every line of small inputs, the candidates of large
         # ones): what a rank did just before a collective timed out
         self._recent: dict[int, collections.deque] = {}
-        self._open: collections.deque[_Span] = collections.deque()  # blocks fed to grep, not yet counted
-        self._grep_next = 1  # grep's number of the first line of the first of them
         self._next_line: dict[int, int] = {}  # per input: the number of the line after the last counted block
         # (the block's span, how many of its last lines are kept, those lines raw)
         self._tails: collections.deque[tuple[_Span, int, bytes]] = collections.deque()
@@ -241,7 +278,7 @@ class Scanner:
     def feed(self, blocks: Iterable[Block]) -> Scan:
         try:
             for block in blocks:
-                if block.whole and len(block.data) <= self.keep_text \
+                if block.ref is None and block.whole and len(block.data) <= self.keep_text \
                         and self._whole_bytes + len(block.data) <= WHOLE_BUDGET:
                     self._whole_bytes += len(block.data)
                     text = block.data.decode("utf-8", "replace")
@@ -252,14 +289,16 @@ class Scanner:
                         self._line(block, block.first_line + n if block.first_line else 0, line)
                 else:
                     self._sparse(block)
-        finally:
-            if self._filter is not None:
-                rest, code = self._filter.close()
-                self._matches(rest)
-                if code not in (0, 1):
-                    self.scan.notes.append(f"grep, which picks the candidate lines of large inputs, failed "
-                                           f"({self._filter.error or f'exit {code}'}): some lines may be missing")
-                self._filter = None
+                    if block.ref is not None and block.last:
+                        # the reader closes the file when asked for the next block: every search
+                        # of it ends first (grep, writing to a pipe, holds its last answers until
+                        # its input ends; the next input's blocks start new greps)
+                        self._answers(self._search.close())
+        except BaseException:
+            self._search.close(abort=True)  # an interrupt: the greps end now, unanswered
+            raise
+        self._answers(self._search.close())
+        self.scan.notes.extend(self._search.notes)
         self._settle_tails()
         return self.scan
 
@@ -299,8 +338,11 @@ class Scanner:
             span.first = fl if fl > 0 else (self._next_line.get(span.block.index, 0) if fl == FOLLOWS else 0)
         return span.first
 
-    def _counted(self, span: _Span, lines: int) -> None:
+    def _counted(self, span: _Span, lines: int | None) -> None:
         first = self._number(span)
+        if lines is None:  # its search was lost: later line numbers of its input are unknown
+            self._next_line[span.block.index] = 0
+            return
         span.lines = lines
         self._next_line[span.block.index] = first + lines if first else 0
         if not span.block.lines:
@@ -308,21 +350,25 @@ class Scanner:
 
     def _sparse(self, block: Block) -> None:
         data = block.data
+        ref = block.ref
         span = _Span(Block(block.source, block.index, b"", block.first_line, block.last, False, block.lines))
-        if not self._filter_started:
-            self._filter_started = True
-            self._filter = self.prefilter.start()
-        if self._filter is not None:
-            # grep counts the lines: a sentinel after each block comes back with its line number
-            self._open.append(span)
-            self._filter.feed(data)
-            self._filter.feed(SENTINEL + b"\n")
+        if self._grep is None:
+            self._grep = self._search.open()
+        if self._grep:
+            # a big file's blocks left in the page cache take turns among the greps, starting
+            # with the second (its first block was read, as every other input's blocks are,
+            # and these go to the first grep, one stream)
+            turn = self._turn if ref is not None else 0
+            self._turn = turn + 1 if ref is not None else 1
+            self._answers(self._search.add(span, data, ref, turn))
         else:
+            if ref is not None:
+                data = ref.read(ref.start, ref.end) + (b"\n" if ref.newline else b"")
             self._counted(span, block.lines or data.count(b"\n"))
             first = span.first or 0
             for index, raw in self.prefilter.lines(data):
                 self._line(span.block, first + index if first else 0, self._decode(raw))
-        if not self._surveyed:
+        if not self._surveyed and data:
             self._context(data[:CONTEXT_SPAN].decode("utf-8", "replace"))
             # the start of the first block, every line: which ranks exist (every rank says
             # something at start), so the block tails below know how many lines to keep
@@ -332,18 +378,10 @@ class Scanner:
             for n, raw in enumerate(head.split(b"\n")[:head.count(b"\n")]):
                 self._line(block, first + n if first else 0, self._decode(raw), liveness_only=True)
         # the block's last lines, kept raw: who was still talking at its end (_settle_tails)
-        end = len(data) - 1
-        start = end
-        kept = 0
         # enough lines to see every rank at the end of a block, in a job of many ranks
         want = min(max(TAIL_LINES, 2 * len(self.scan.ranks)), MAX_TAIL_LINES)
-        for _ in range(want):
-            start = data.rfind(b"\n", 0, start - 1 if kept else end) + 1
-            kept += 1
-            if start == 0:
-                break
+        kept, raw = _tail(data, want) if ref is None else _ref_tail(ref, want)
         if kept:
-            raw = data[start:end]
             self._tails.append((span, kept, raw))
             self._tail_bytes += len(raw)
             # past the budget the oldest tails are split at once, when grep has counted their block
@@ -351,32 +389,21 @@ class Scanner:
                 old, old_kept, old_raw = self._tails.popleft()
                 self._tail_bytes -= len(old_raw)
                 self._tail_lines(old, old_kept, old_raw)
-        if self._filter is not None:
-            self._matches(self._filter.take())
+
+    def _answers(self, answers: list) -> None:
+        """The search's answers, in input order: candidate lines, then each block's line count."""
+        for kind, span, k, *rest in answers:
+            if kind == "end":
+                self._counted(span, k)
+            else:
+                first = self._number(span)
+                self._line(span.block, first + k if first else 0, self._decode(rest[0]))
 
     def _tail_lines(self, span: _Span, kept: int, raw: bytes) -> list[tuple]:
         """Read a kept tail (liveness only); the Scan.seen keys of its lines."""
         first = span.first + span.lines - kept if span.first and span.lines >= 0 else 0
         return [self._line(span.block, first + k if first else 0, self._decode(line), liveness_only=True)
                 for k, line in enumerate(raw.split(b"\n"))]
-
-    def _matches(self, rows: list[bytes]) -> None:
-        """grep -n output, `N:line`, N counted over everything fed: back to its block and line.
-        The sentinel after each block closes it: its number counts the block's lines."""
-        for row in rows:
-            number, sep, text = row.partition(b":")
-            if not sep or not number.isdigit() or not self._open:
-                continue
-            n = int(number)
-            span = self._open[0]
-            body = text.rstrip(b"\n")
-            if body == SENTINEL:
-                self._counted(span, n - self._grep_next)
-                self._grep_next = n + 1
-                self._open.popleft()
-                continue
-            first = self._number(span)
-            self._line(span.block, first + n - self._grep_next if first else 0, self._decode(body))
 
     def _decode(self, raw: bytes) -> str:
         if len(raw) > self.max_line:

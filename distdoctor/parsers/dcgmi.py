@@ -159,6 +159,11 @@ def parse_diag(text: str) -> DcgmDiag:
             seen = True
             continue
         if key in _MESSAGE_ROWS:
+            if current is None and _MESSAGE_ROWS[key] == "info":
+                # an Info row of a test cut off above it (a pasted part of a table): no verdict of its own
+                message = ["info", [_chunk(value)]]
+                seen = True
+                continue
             if current is None:
                 current = _Test(category, "")
                 tests.append(current)

@@ -1,9 +1,11 @@
 """The kernel log, as /dev/kmsg, `journalctl -k`, `dmesg` (raw, -T, --time-format iso, --decode) or
 a paste without timestamps: the hardware events distdoctor judges a node by.
 
-Events: NVIDIA Xid (`NVRM: Xid (PCI:0000:3b:00): 79, ...`), NVSwitch SXid
+Events: NVIDIA Xid (`NVRM: Xid (PCI:0000:3b:00): 79, ...`, with the line's own "Fatal"/"Nonfatal"
+word and the Xid an Xid 45 names as its cause), NVSwitch SXid
 (`nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, ...`), a GPU that fell off the bus without an
-Xid (newer drivers print it over three lines), PCIe AER reports, and RDMA/Ethernet link changes of
+Xid (newer drivers print it over three lines), a GPU the driver could not initialise
+(`NVRM: GPU 0000:09:00.0: RmInitAdapter failed!`), PCIe AER reports, and RDMA/Ethernet link changes of
 mlx5 ports (`mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN`, `... enp157s0f1np1: Link down`,
 `ib0: lost carrier`).
 
@@ -25,8 +27,9 @@ from datetime import datetime, timezone
 # takes 0.09 s over a million lines; bench/kernel_log_speed.py). "Xid (" covers SXid; "fallen off
 # the bus" finds the three-line form, whose first line (naming the GPU) is looked up behind it;
 # "AER: " is the one line per PCIe error that names its severity; " Link " the mlx5 port and
-# Ethernet link changes; "ost carrier" both "lost carrier" and "Lost carrier".
-_KEYWORDS = ("Xid (", "fallen off the bus", "AER: ", " Link ", "ost carrier")
+# Ethernet link changes; "ost carrier" both "lost carrier" and "Lost carrier"; "dapter failed" both
+# "RmInitAdapter failed" and "rm_init_adapter failed".
+_KEYWORDS = ("Xid (", "fallen off the bus", "AER: ", " Link ", "ost carrier", "dapter failed")
 
 
 # Time prefixes, tried in order on a candidate line.
@@ -35,16 +38,25 @@ _RAW = re.compile(r"^<(\d+)>\[\s*(\d+\.\d+)\]\s?(.*)$")  # dmesg -r / pstore
 _UPTIME = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")  # dmesg
 _RELATIVE = re.compile(r"^\[\s*[+-]\d+\.\d+\]\s?(.*)$")  # dmesg -H: time since the previous line only
 _CTIME = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?(.*)$")  # dmesg -T
-_DECODE = re.compile(r"^\w+\s*:\s*\w+\s*: (.*)$")  # dmesg --decode: "kern  :warn  : "
+# dmesg --decode: "kern  :warn  : ". Only syslog's facility and level names: a pasted "kernel: NVRM:
+# Xid ..." (a syslog line grep'd without its time and host) is no prefix to strip.
+_DECODE = re.compile(r"^(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
+                     r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: (.*)$")
 _ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?)\s(.*)$")
 # the same with its parts and an optional --decode prefix, in one match: what a flood's lines cost
 _ISO_LINE = re.compile(r"^(?:[a-z]+\s*:\s*[a-z]+\s*: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?"
                        r"((?:[+-]\d\d:?\d\d|Z)?)\s(.*)$")
 _JOURNAL_HOST = re.compile(r"^\S+ kernel: (.*)$")  # after an ISO time: "host kernel: msg"
-_SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d) \S+ kernel: (.*)$")  # journalctl short, syslog
+# journalctl short, syslog; SONiC's syslog adds microseconds and a level word ("21:05:38.106121 host INFO kernel:")
+_SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d)(?:\.\d+)? \S+ (?:[A-Z]+ )?kernel: (.*)$")
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): (\d+)")
 _SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, (Non-fatal|Fatal))?")
+# NVLink5 Xids (144-150) carry the driver's severity after their unit name: "149, NETIR_LINK_EVT Fatal".
+_XID_SEVERITY = re.compile(r", \S+ (Nonfatal|Non-fatal|Fatal)\b")
+_XID_CAUSE = re.compile(r"caused by previous Xid (\d+)")  # an Xid 45 naming the error it cleans up after
+_INIT_FAILED = re.compile(r"NVRM: GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?): "
+                          r"(?:RmInitAdapter|rm_init_adapter) failed")
 _GPU_LINE = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)")
 _AER = re.compile(r"AER: (?:Multiple )?(Correct(?:ed|able)|Uncorrect(?:ed|able) \((?:Non-Fatal|Fatal)\)) error")
 _AER_DEVICE = re.compile(r"^(\S+ [0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (?:AER|PCIe Bus Error)")
@@ -59,11 +71,13 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 @dataclass(frozen=True)
 class KernelEvent:
-    kind: str  # "xid", "sxid", "fallen-off-bus", "aer", "link"
+    kind: str  # "xid", "sxid", "fallen-off-bus", "init-failed", "aer", "link"
     message: str  # the line as the kernel wrote it, without the time prefix
     device: str = ""  # PCI address (0000:3b:00) for GPUs and AER; the port or interface for links
     code: int | None = None  # Xid/SXid number
-    detail: str = ""  # AER severity; link state (DOWN, ACTIVE, down, up, lost-carrier); SXid fatality
+    # AER severity; link state (DOWN, ACTIVE, down, up, lost-carrier); SXid fatality; an Xid's own
+    # "fatal"/"nonfatal" word, or "after-xid-N" for an Xid 45 naming the Xid it follows
+    detail: str = ""
     time: float | None = None  # epoch seconds, when the line carries a wall-clock time
     uptime: float | None = None  # seconds since boot, when the line carries those instead
     line: int = 0  # 1-based line number in the input
@@ -186,12 +200,20 @@ def _match_event(message: str, wall: float | None = None, up: float | None = Non
     if "Xid" in message:
         m = _XID.search(message)
         if m:
-            return KernelEvent("xid", message, m.group(1).lower(), int(m.group(2)), "", wall, up, number)
+            said = _XID_SEVERITY.match(message, m.end())
+            cause = _XID_CAUSE.search(message, m.end()) if said is None else None
+            detail = (said.group(1).lower().replace("-", "") if said else
+                      f"after-xid-{int(cause.group(1))}" if cause else "")
+            return KernelEvent("xid", message, m.group(1).lower(), int(m.group(2)), detail, wall, up, number)
         m = _SXID.search(message)
         if m:
             return KernelEvent("sxid", message, m.group(2).lower(), int(m.group(3)), (m.group(4) or "").lower(),
                                wall, up, number)
         return None
+    if "dapter failed" in message:
+        m = _INIT_FAILED.search(message)
+        return None if m is None else KernelEvent("init-failed", message, m.group(1).lower(), None, "", wall, up,
+                                                  number)
     m = _AER_DEVICE.search(message)
     if m:
         # One report per error: the "AER: ... error received" line; the "PCIe Bus Error:

@@ -25,6 +25,8 @@ DIAG = {
     "diag_r3_339_2xL40S_pass_and_skips_slurm_on_aws.txt": (Status.OK, {""}, ""),
     "diag_r3_400_4gpu_all_pass_dcgm_user_guide.txt": (Status.OK, {""}, ""),
     "diag_j_310_8gpu_all_pass_dcgm_jsonresult_test.json": (Status.OK, {""}, ""),
+    "diag_r2_331_gpu0_memory_fail_cuda_busy_godcgm52_EXCERPT.txt": (Status.FAIL, {"reset-gpu"}, "GPU0"),
+    "diag_r_423_dcgm4_4gpu_pod_preamble_dcgm253_EXCERPT.txt": (Status.OK, {""}, ""),
 }
 HEALTH = {
     "health_c_461_L4_power_violation_warning.txt": (Status.WARN, {"none"}, "GPU0"),

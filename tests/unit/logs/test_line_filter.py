@@ -38,3 +38,31 @@ def test_a_filter_that_stops_reading_never_blocks_the_caller():
     _rest, code = f.close()
     assert code not in (0, 1) and f.error
     assert time.monotonic() - start < 10
+
+
+def test_a_range_of_a_file_is_sent_between_fed_bytes_in_order(tmp_path):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"".join(b"hit %d\n" % i if i % 10 == 3 else b"miss %d\n" % i for i in range(100_000)))
+    start = path.read_bytes().index(b"miss 20\n")
+    end = path.read_bytes().index(b"miss 90000\n")
+    f = Host().line_filter(["grep", "-F", "-n", "-e", "hit", "-e", "END"], timeout=10)
+    with open(path, "rb") as fh:
+        f.feed(b"hit first\n")
+        f.feed_range(fh, start, end)
+        f.feed(b"END\n")
+        rows, code = f.close()
+    assert code == 0 and not f.shrunk
+    assert rows[0] == b"1:hit first\n" and rows[1] == b"5:hit 23\n"
+    assert rows[-2] == b"%d:hit 89993\n" % (89993 - 20 + 2) and rows[-1] == b"%d:END\n" % (90000 - 20 + 2)
+    assert len(rows) == 2 + 9000 - 2
+
+
+def test_a_file_that_shrank_under_its_range_ends_the_partial_line(tmp_path):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"one\ntwo hit")
+    f = Host().line_filter(["grep", "-n", "-e", "hit", "-e", "END"], timeout=10)
+    with open(path, "rb") as fh:
+        f.feed_range(fh, 0, 4096)  # past its end: the file was cut since the range was taken
+        f.feed(b"END\n")
+        rows, _code = f.close()
+    assert rows == [b"2:two hit\n", b"3:END\n"] and "shrank" in f.shrunk

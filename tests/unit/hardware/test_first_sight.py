@@ -1,0 +1,186 @@
+"""The classes the first-sight round found (docs/hardware.md, "First sight"): each over the real
+captures that showed it (tests/data/*/INDEX.md, first-sight rows), with the action NVIDIA's guidance
+or the row's source names; and every labelled capture through bench/hardware_accuracy.py's judge,
+so that no healthy, application-only or warning-only capture drains and every faulty one is named."""
+
+import importlib.util
+import os
+
+import pytest
+
+from distdoctor.checks import gpuhealth, ib
+from distdoctor.hardware.actions import needs_drain
+from distdoctor.hardware.dcgm import judge_diag
+from distdoctor.logs import pasted
+from distdoctor.model import Status
+from distdoctor.parsers import ParseError
+from distdoctor.parsers.dcgmi import parse_diag
+from distdoctor.parsers.kernel_log import parse_kernel_log
+from distdoctor.parsers.nvidia_smi_query import parse_query
+from distdoctor.testing import FakeHost, fixture_text, run_check
+from tests.conftest import data_path
+
+H100 = "q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt"
+TABLE = data_path("nvidia_smi", "nvidia-smi_565_8xH100SXM_cuda12.7.txt")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def kernel(name):
+    return fixture_text(data_path("kernel_log", name))
+
+
+def xid(text):
+    host = FakeHost(commands={("nvidia-smi",): fixture_text(TABLE),
+                              ("nvidia-smi", "-q"): fixture_text(data_path("nvidia_smi_q", H100))},
+                    files={"/dev/kmsg": text, "/proc/uptime": "100000 0\n"})
+    return run_check(gpuhealth.xid_errors, host, {"window_hours": 1e9})
+
+
+def drains(findings):
+    return [f for f in findings if f.status is Status.FAIL and needs_drain(f.action)]
+
+
+# --- Xid lines: the driver's own severity word, a named cause, forms of the prefix ------------------
+
+
+def test_nvlink5_nonfatal_is_seen_not_drained_and_fatal_resets():
+    (only,) = xid(kernel("bare_xid145_nonfatal_only_gpud1174.log"))
+    assert only.status is Status.WARN and only.action == "none" and "nonfatal" in only.summary
+    mixed = {f.subject: f for f in xid(kernel("bare_xid144_nonfatal_xid149_fatal_gpud1160.log"))}
+    assert (mixed["0000:00:00"].status, mixed["0000:00:00"].action) == (Status.FAIL, "reset-gpu")  # 149 Fatal
+    assert (mixed["0000:01:00"].status, mixed["0000:01:00"].action) == (Status.WARN, "none")  # 144 Nonfatal
+
+
+def test_severity_word_read_per_line():
+    log = parse_kernel_log(kernel("bare_xid149_pci_domain_0019_xid145_nonfatal_gpud1174.log"))
+    assert [(e.device, e.code, e.detail) for e in log.events] == [
+        ("0019:01:00", 149, "fatal"), ("0000:00:00", 149, "fatal"), ("0018:01:00", 145, "nonfatal")]
+    # a Fatal line beside Nonfatal ones of the same code on one GPU: the code is not downgraded
+    line = "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE {} XC0 i0 Link 13 (0x0409a0c2 0x00000008)\n"
+    (f,) = xid(line.format("Nonfatal") + line.format("Fatal"))
+    assert (f.status, f.action) == (Status.FAIL, "reset-gpu")
+
+
+def test_xid45_naming_its_cause_is_judged_by_the_cause():
+    findings = xid(kernel("syslog_xid45_caused_by_previous_xid149_xid145_ogkm1150_EXCERPT.log"))
+    assert len(findings) == 4 and all((f.status, f.action) == (Status.FAIL, "reset-gpu") for f in findings)
+    dc = next(f for f in findings if f.subject == "0000:dc:00")
+    assert "Xid 149 ×2 (named as the cause by Xid 45, NVLINK: NETIR Error)" in dc.summary
+    # an Xid 45 naming an application Xid stays the application's; one naming nothing too
+    line = "kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001{}\n"
+    for tail in (" caused by previous Xid 13", ""):
+        (f,) = xid(line.format(tail))
+        assert (f.status, f.action) == (Status.WARN, "app-error"), tail
+
+
+def test_kernel_colon_prefix_is_not_a_dmesg_decode_prefix():
+    # "kernel: NVRM: Xid ..." (a syslog line without its time and host) once lost its "NVRM: "
+    log = parse_kernel_log(kernel("syslog_xid45_caused_by_previous_xid149_xid145_ogkm1150_EXCERPT.log"))
+    assert len(log.events) == 7 and {e.detail for e in log.events} == {"after-xid-149", "after-xid-145"}
+    decode = parse_kernel_log(kernel("dmesg_decode_iso_xid13_xid43_app_fault.log"))
+    assert len(decode.events) == 17 and decode.timed == "wall"  # the real --decode prefix is still taken
+
+
+def test_old_drivers_forms():
+    old = parse_kernel_log(kernel("kernlog_xid16_xid8_no_pci_prefix_304_bumblebee329.log"))
+    assert {(e.device, e.code) for e in old.events} == {("0000:01:00", 16), ("0000:01:00", 8)}
+    (f,) = xid(kernel("kernlog_xid16_xid8_no_pci_prefix_304_bumblebee329.log"))
+    assert f.status is Status.WARN and not drains([f])  # 16 is not in the Ampere catalogue; 8 restarts the app
+    bus = xid(kernel("dmesg_uptime_gpu_at_fallen_off_bus_oneline_bumblebee554.log"))
+    assert [(f.subject, f.action) for f in drains(bus)] == [("0000:01:00", "reboot")]
+
+
+def test_rm_init_adapter_failed_needs_a_reboot_live_and_pasted():
+    text = kernel("journal_short_rminitadapter_failed_cannot_attach_gpu_ogkm1151_EXCERPT.log")
+    log = parse_kernel_log(text)
+    assert {(e.kind, e.device) for e in log.events} == {("init-failed", "0000:09:00.0")} and len(log.events) == 5
+    (f,) = xid(text)
+    assert (f.status, f.action, f.subject) == (Status.FAIL, "reboot", "0000:09:00")
+    runs = pasted.runs([("paste", "pasted:\n" + text)])
+    (run,) = [r for r in runs if r.id == "gpu.xid"]
+    assert run.status is Status.FAIL and run.findings[0].action == "reboot"
+
+
+def test_sonic_syslog_time_with_microseconds_and_level():
+    log = parse_kernel_log(kernel("syslog_sonic_igb_mgmt_link_down_once_sonic7310_EXCERPT.log"), 2021)
+    assert log.timed == "wall" and log.year_guessed and log.events == ()  # an igb port: not an RDMA link
+
+
+# --- RDMA links -------------------------------------------------------------------------------
+
+
+def ib_node(kmsg):
+    return FakeHost(files={"/dev/kmsg": kmsg, "/proc/uptime": "100000 0\n",
+                           "/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n"},
+                    dirs={"/sys/class/infiniband": ["mlx5_0"], "/sys/class/infiniband/mlx5_0/ports": ["1"]})
+
+
+def test_a_link_that_only_logs_coming_up_flaps():
+    (f,) = run_check(ib.link_flaps, ib_node(kernel("journal_short_mlx5_eth_link_up_repeated_cubecos733.log")),
+                     {"window_hours": 1e9})
+    assert (f.status, f.action, f.evidence["down_after_up"]) == (Status.FAIL, "replace-hardware", 3)
+    for healthy in ("dmesg_decode_iso_boot_mlx5_links_healthy.log", "dmesg_raw_level_uptime_pstore.log",
+                    "journalctl_short_mlx5_port_link_init_active_gpud1209_EXCERPT.log"):
+        (f,) = run_check(ib.link_flaps, ib_node(kernel(healthy)), {"window_hours": 1e9})
+        assert f.status is Status.OK, healthy
+
+
+def test_pasted_ibstat_port_down_over_linkup_is_judged_by_port_state():
+    text = fixture_text(data_path("ibstat", "ibstat_cx6_sriov_pod_state_down_physical_linkup_netop249.txt"))
+    (run,) = [r for r in pasted.runs([("paste", text)]) if r.id == "ib.port-state"]
+    assert run.status is Status.FAIL and run.findings[0].action == "fix-config"
+    active = fixture_text(data_path("ibstat", "ibstat_mlx4_cx3_fdr56_active.txt"))
+    (run,) = [r for r in pasted.runs([("paste", active)]) if r.id == "ib.port-state"]
+    assert run.status is Status.OK
+
+
+# --- dcgmi diag and nvidia-smi -q pieces --------------------------------------------------------
+
+
+def test_diag_that_could_not_open_the_gpu_asks_for_a_reset():
+    diag = parse_diag(fixture_text(data_path("dcgmi", "diag_r2_331_gpu0_memory_fail_cuda_busy_godcgm52_EXCERPT.txt")))
+    # the Info rows above the first test belong to a test cut off above them: no verdict of their own
+    assert [(t.category, t.name) for t in diag.tests] == [("Hardware", "GPU Memory")]
+    (f,) = judge_diag(diag)
+    assert (f.status, f.action, f.subject) == (Status.FAIL, "reset-gpu", "GPU0")
+    dcgm4 = judge_diag(parse_diag(fixture_text(data_path("dcgmi", "diag_r_423_dcgm4_4gpu_pod_preamble_dcgm253_EXCERPT.txt"))))
+    assert {f.status for f in dcgm4} == {Status.OK}
+
+
+@pytest.mark.parametrize("name", ["fragment_q_laptop_power_clocks_fabric_na_ogkm421_EXCERPT.txt",
+                                  "fragment_q_reset_status_na_gen1_of_gen2_nvidiadocker1753_EXCERPT.txt",
+                                  "fragment_qx_old_throttle_tags_P5_netdata2922_EXCERPT.xml"])
+def test_a_fragment_of_nvidia_smi_q_is_refused_plainly_and_drains_nothing(name):
+    text = fixture_text(data_path("nvidia_smi_q", name))
+    with pytest.raises(ParseError) as err:
+        parse_query(text)
+    assert "nvidia-smi -q" in str(err.value)
+    key = ("nvidia-smi", "-q", "-x") if name.endswith(".xml") else ("nvidia-smi", "-q")
+    host = FakeHost(commands={key: text})
+    findings = [f for c in (gpuhealth.memory_errors, gpuhealth.pcie_link) for f in run_check(c, host)]
+    assert findings and not drains(findings)
+
+
+# --- every labelled capture -----------------------------------------------------------------------
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location("hardware_accuracy", os.path.join(ROOT, "bench", "hardware_accuracy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_labelled_capture_gets_its_verdict():
+    """The property `health` is deployed on: a healthy node is never drained (nor one with only
+    application or warning-level events), and every faulty capture is named (drained or inspected)."""
+    b = bench()
+    wrong = []
+    seen = 0
+    for folder in ("nvidia_smi_q", "kernel_log", "nvlink", "fabric_manager", "dcgmi", *b.PASTED):
+        for name, label in sorted(b.labels(folder).items()):
+            got = b.judge(folder, name)
+            seen += 1
+            if (label == "faulty" and got not in ("drain", "inspect")) or (label != "faulty" and got == "drain"):
+                wrong.append(f"{label} {got} {folder}/{name}")
+    assert seen >= 70 and wrong == []

@@ -10,12 +10,13 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 # A terminal's control sequences (colour, underline): some tools write them even into a pipe
-# (nvidia-smi 580 underlines `topo -m`'s header), and pasted logs keep them.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# (nvidia-smi 580 underlines `topo -m`'s header), and pasted logs keep them, sometimes with the
+# escape in caret notation as `cat -v`, less and editors show it (`^[[1;36m(VllmWorker ...`).
+_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    return _ANSI.sub("", text) if "\x1b" in text or "^[[" in text else text
 
 
 def one_line(text: str) -> str:

@@ -141,6 +141,8 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         first = primary.first
         if first.rank is None and (report := outcome.launcher_report(scan, first)) is not None:
             first = dataclasses.replace(first, rank=report[0], host=first.host or report[1])
+        if first.rank is None and (only := _only_rank(scan, first)) is not None:
+            first = dataclasses.replace(first, rank=only, host=first.host or scan.rank_host.get(only, ""))
         folded = [c for c in consequences if _explains(primary, c)]
         findings.append(_root_finding(primary, first, folded, _peer_note(first, book), ctx))
         for other in roots[1:]:
@@ -286,6 +288,16 @@ def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Fi
                    fix=fix, evidence={"rank": rank, "host": host, "exitcode": code, "signal": sig,
                                       "pid": record.get("pid"), "time": record.get("time", ""), "where": where_,
                                       "traceback": redact_text(record.get("traceback", ""))[:500]})
+
+
+def _only_rank(scan: Scan, e: Event) -> int | None:
+    """The rank of a line that names no speaker at all (no rank, host or pid: a traceback line,
+    or the tail of a line the paste wrapped, `CUDA erro` / `r: unspecified launch failure`) in
+    an input where every line that names its rank names the same one: one rank's own log."""
+    if e.host or e.pid is not None or e.local_rank is not None:
+        return None
+    ranks = {key[1] for key in scan.seen if key[0] == e.index and key[1] is not None}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
 def _whole(scan: Scan) -> list[Event]:

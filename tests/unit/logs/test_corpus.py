@@ -83,6 +83,11 @@ CLASSES = {
     # a WARN cut off mid-line at the end of a paste is the whole line another rank printed, and a
     # cut-off WARN whose whole text is nowhere else stays an error
     "cut-off-lines": ["clean-horovod-969-tag-output-ibverbs-warn.log", "oneflow-3586-veth-connect-timeout.log"],
+    # the third round's second batch: a lead line naming no speaker in one rank's own log (a
+    # line the paste wrapped), glog's FATAL check report, vLLM's pynccl wording of NCCL errors
+    "one-rank-inputs": ["atmorep-55-launch-failure-label-wrapped.log"],
+    "glog-fatal": ["uccl-301-glog-check-failed-roce-gid.log"],
+    "pynccl-wording": ["nccl-1591-vllm-ray-internal-error-ib.log", "ray-44533-vllm-nccl-internal-busid.log"],
     "older-wordings": ["ucx-1880-dc-verbs-retry-timestamped.log", "oneflow-3586-veth-connect-timeout.log",
                        "ucx-5199-transport-retry-ib.log", "ucx-6000-transport-retry-roce.log"],
 }

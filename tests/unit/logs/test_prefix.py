@@ -61,6 +61,10 @@ def test_the_rank_a_message_states_wins_over_the_launcher_label(line, rank):
     ("(VllmWorkerProcess pid=134370) ERROR 07-24 04:24:50 multiproc_worker_utils.py:226] RuntimeError: CUDA error",
      "RuntimeError: CUDA error", {"pid": 134370}),
     ("\x1b[33m(raylet)\x1b[0m A worker died", "A worker died", {}),
+    # vllm-project/vllm#22746: the escape pasted in caret notation
+    ("^[[1;36m(VllmWorker rank=1 pid=13550)^[[0;0m INFO 08-12 08:45:18 [gpu_model_runner.py:2485] Graph capturing "
+     "finished in 9 secs, took 1.30 GiB", "Graph capturing finished in 9 secs, took 1.30 GiB",
+     {"rank": 1, "pid": 13550, "time_text": "08:45:18"}),
     ("trainer_1  | node1:1:1 [0] NCCL INFO x", "NCCL INFO x", {"host": "trainer_1"}),
     ("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog", "[Rank 0] Watchdog",
      {"rank": 0, "level": "E"}),

@@ -1,5 +1,5 @@
 """Every compiled regex distdoctor holds: module attributes (alone or in tuples, lists, dicts),
-class attributes, and each failure signature's patterns. Found by discovery, so a regex added
+class attributes, each failure signature's patterns and each exit marker's (exits.toml). Found by discovery, so a regex added
 tomorrow is covered by the property tests the day it lands."""
 
 from __future__ import annotations
@@ -46,4 +46,8 @@ def all_patterns() -> list[tuple[str, re.Pattern]]:
         for pattern in signature.patterns:
             add(pattern, f"signature {signature.id}")
     add(vars(signatures.matcher()), "signatures.matcher()")
+    from distdoctor.logs import outcome
+
+    for marker in outcome.markers():
+        add(marker.pattern, f"exit marker {marker.id}")
     return sorted(found.values(), key=lambda wp: wp[0])

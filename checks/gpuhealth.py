@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.gpu import CHECK_TIMEOUT
+from distdoctor.hardware import recovery
 from distdoctor.hardware import xid as xid_catalogue
 from distdoctor.hardware.actions import needs_drain, strongest
 from distdoctor.hardware.thresholds import load as thresholds
@@ -53,7 +54,8 @@ def memory_errors(ctx: Context):
     a remapping failure means the GPU ran out of spare rows and must be replaced (NVIDIA, "GPU
     Memory Error Management"). Volatile uncorrectable ECC errors on a GPU with row remapping are
     recovered by it (the remap shows as pending); without it they need a reset. The driver's own
-    "Drain and Reset Recommended" is followed as it says."""
+    "Drain and Reset Recommended" is followed as it says, and so is its successor on R570 and later
+    drivers, the GPU Recovery Action (Reset, Reboot, Drain P2P ...: recovery.toml)."""
     health, none = _health(ctx)
     if none:
         yield none
@@ -73,6 +75,10 @@ def memory_errors(ctx: Context):
                      {True: "yes", False: "no"}.get(g.remap_pending, "-"), {True: "yes", False: "no"}.get(g.remap_failure, "-"),
                      "-" if g.retired_sbe is None and g.retired_dbe is None else (g.retired_sbe or 0) + (g.retired_dbe or 0)])
         reset = f"nvidia-smi -r -i {g.index}   # with no process on the GPU; or reboot the node"
+        # the driver's own verdict (R570+, where "Reset Required" is deprecated): recovery.toml
+        asked = recovery.action(g.recovery_action) if g.recovery_action else "none"
+        if g.recovery_action:
+            evidence["recovery_action"] = g.recovery_action
         if g.remap_failure:
             found = True
             yield fail(f"{_gpu_name(g)}: row remapping failed — no spare memory rows left", subject=subject,
@@ -84,12 +90,27 @@ def memory_errors(ctx: Context):
             found = True
             what = ("a row remap is pending" if g.remap_pending else "a page retirement is pending" if g.retired_pending
                     else "the driver recommends draining and resetting it")
+            action = strongest(("reset-gpu", asked or "none"))
             yield fail(f"{_gpu_name(g)}: {what} ({g.remap_uncorrectable or g.ecc_volatile_uncorrectable or 0} "
-                       "uncorrectable error(s)) — needs a GPU reset", subject=subject, action="reset-gpu",
-                       evidence=evidence,
+                       f"uncorrectable error(s)) — needs a {'reboot' if action == 'reboot' else 'GPU reset'}",
+                       subject=subject, action=action, evidence=evidence,
                        explanation="Memory with uncorrectable errors is taken out of use only when the GPU is reset; "
                                    "until then jobs can hit the same bad rows again (Xid 48/94/95).",
-                       fix=reset)
+                       fix=reset if action == "reset-gpu" else "# drain the node and reboot it")
+        elif g.recovery_action and recovery.key(g.recovery_action) != "none":
+            found = True
+            words = f"the driver's GPU Recovery Action is {g.recovery_action!r}"
+            if asked is not None and needs_drain(asked):
+                yield fail(f"{_gpu_name(g)}: {words} — {'reboot the node' if asked == 'reboot' else 'reset the GPU'}",
+                           subject=subject, action=asked, evidence=evidence,
+                           explanation="After an uncorrectable error the driver names the recovery it needs; until "
+                                       "then new work on this GPU fails or reads bad data (" + recovery.SOURCE + ").",
+                           fix=reset if asked == "reset-gpu" else "# drain the node and reboot it")
+            else:
+                yield warn(f"{_gpu_name(g)}: {words}", subject=subject, action=asked or "none", evidence=evidence,
+                           explanation="Not a drain by itself: Drain P2P asks for peer-to-peer traffic to stop and the "
+                                       "flag to be read again; a word recovery.toml does not know is only reported.",
+                           fix=f"nvidia-smi -q -i {g.index} | grep -i 'recovery action'   # read it again")
         elif g.ecc_volatile_uncorrectable and g.remap_pending is None:
             found = True
             yield fail(f"{_gpu_name(g)}: {g.ecc_volatile_uncorrectable} uncorrectable ECC error(s) since the driver "

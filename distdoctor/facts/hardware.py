@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from distdoctor.facts import fact
+from distdoctor.hardware import recovery
 from distdoctor.facts.gpu import GpuProblem, command_problem, unreadable
 from distdoctor.parsers import ParseError
 from distdoctor.parsers.dcgmi import DcgmHealth, parse_health
@@ -40,6 +41,9 @@ def _nvml_gpu(g: dict[str, Any]) -> tuple[QueryGpu, NvlinkGpu | None]:
     given = ("index", "bus_id", "name", "uuid", "persistence_mode", "mig_mode", "ecc_volatile_uncorrectable")
     values = {k: v for k, v in h.items() if k in QueryGpu.__dataclass_fields__ and k not in given}
     values["clock_reasons"] = tuple(values.get("clock_reasons") or ())
+    code = h.get("recovery_action_code")
+    # nvidia-smi's "None" reads as "" (nothing to do): NVML's 0 likewise
+    values["recovery_action"] = recovery.word_for_code(int(code)) if isinstance(code, int) and code else ""
     gpu = QueryGpu(index=int(g["index"]), bus_id=g.get("bus_id") or "", name=g.get("name") or "",
                    uuid=g.get("uuid") or "", persistence_mode=g.get("persistence_mode"), mig_mode=g.get("mig_mode"),
                    ecc_volatile_uncorrectable=g.get("ecc_uncorrected"), **values)

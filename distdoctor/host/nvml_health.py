@@ -35,6 +35,17 @@ def clock_reason_names(mask: int | None) -> tuple[str, ...]:
     return tuple(name for bit, name in CLOCK_REASON_BITS if mask & bit)
 
 
+def _field_uint(values: Any) -> int | None:
+    """The unsigned value of a one-field nvmlDeviceGetFieldValues answer; None when it failed."""
+    try:
+        first = values[0]
+        if first.nvmlReturn != 0:
+            return None
+        return int(first.value.ullVal if getattr(first, "valueType", 1) == 2 else first.value.uiVal)
+    except (TypeError, IndexError, AttributeError, ValueError):
+        return None
+
+
 def read(pynvml: Any, handle: Any, ask: Callable[..., Any], reasons: int | None) -> dict[str, Any]:
     """One GPU's health fields; a field this GPU or nvidia-ml-py lacks is None."""
     remap = ask("nvmlDeviceGetRemappedRows", handle)
@@ -46,6 +57,8 @@ def read(pynvml: Any, handle: Any, ask: Callable[..., Any], reasons: int | None)
     pstate = ask("nvmlDeviceGetPerformanceState", handle)
     util = ask("nvmlDeviceGetUtilizationRates", handle)
     fabric = ask("nvmlDeviceGetGpuFabricInfo", handle)
+    field = getattr(pynvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)  # R570 drivers and nvidia-ml-py
+    recovery = ask("nvmlDeviceGetFieldValues", handle, [field]) if field is not None else None
     links: dict[str, Any] = {}
     errors: dict[str, Any] = {}
     for link in range(NVLINK_MAX_LINKS):
@@ -82,6 +95,8 @@ def read(pynvml: Any, handle: Any, ask: Callable[..., Any], reasons: int | None)
             fabric, "state", 0) == 3 else "",
         "fabric_cluster_uuid": _uuid(getattr(fabric, "clusterUuid", None)) if fabric is not None and getattr(
             fabric, "state", 0) == 3 else "",
+        # the driver's GPU Recovery Action as NVML's number (0 none); the facts name it as nvidia-smi does
+        "recovery_action_code": _field_uint(recovery),
         "nvlink_active": links,
         "nvlink_errors": errors,
     }

@@ -283,7 +283,7 @@ class LineFilter:
         self.timeout = timeout
         self._kill = kill
         self._ended = ended
-        self._input: queue.Queue[bytes | tuple[Any, int, int] | None] = queue.Queue(maxsize=4)
+        self._input: queue.Queue[bytes | tuple[int, int, int] | None] = queue.Queue(maxsize=4)
         self._lines: list[bytes] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
@@ -302,31 +302,34 @@ class LineFilter:
                 if data is None:
                     break
                 if isinstance(data, tuple):
-                    self._send(*data)
+                    try:
+                        self._send(*data)
+                    finally:
+                        os.close(data[0])
                 else:
                     self.proc.stdin.write(data)
                     self.proc.stdin.flush()  # a range sent next goes straight to the pipe: after this
         except (BrokenPipeError, OSError, ValueError) as exc:
             self.error = self.error or f"the filter stopped reading its input: {exc}"
-            while self._input.get() is not None:  # keep feed() from blocking forever
-                pass
+            while (data := self._input.get()) is not None:  # keep feed() from blocking forever
+                if isinstance(data, tuple):
+                    os.close(data[0])
         finally:
             try:
                 self.proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
 
-    def _send(self, file, start: int, end: int) -> None:
+    def _send(self, src: int, start: int, end: int) -> None:
         out = self.proc.stdin.fileno()
-        src = file.fileno()
         at = start
         while at < end:
             try:
                 sent = os.sendfile(out, src, at, min(end - at, 1 << 30))
             except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSOCK, errno.EOPNOTSUPP):
                     raise
-                sent = self._copy(out, src, at, end)  # no sendfile into a pipe here
+                sent = self._copy(out, src, at, end)  # no sendfile from this file into a pipe here
             if sent == 0:
                 # the file shrank since the range was cut: end the partial line, so the
                 # caller's next line (a sentinel) stays a line of its own
@@ -362,18 +365,29 @@ class LineFilter:
         self._queue(data)
 
     def feed_range(self, file, start: int, end: int) -> None:
-        """Queue bytes [start, end) of an open file (kept open by the caller until the filter
-        has answered for them)."""
-        self._queue((file, start, end))
-
-    def _queue(self, item: bytes | tuple[Any, int, int]) -> None:
+        """Queue bytes [start, end) of an open file. The range holds a descriptor of its own
+        (a dup, closed once sent), so the caller may close the file at any time: what was
+        queued is still sent from it, never from whatever file takes its number."""
         if self.error:
             return
+        try:
+            fd = os.dup(file.fileno())
+        except (OSError, ValueError) as exc:
+            self.error = f"cannot send from the file: {exc}"
+            return
+        if not self._queue((fd, start, end)):
+            os.close(fd)
+
+    def _queue(self, item: bytes | tuple[int, int, int]) -> bool:
+        if self.error:
+            return False
         try:
             self._input.put(item, timeout=self.timeout)
         except queue.Full:
             self.error = f"the filter read nothing for {self.timeout:g} s and was stopped"
             self._kill(self.proc)
+            return False
+        return True
 
     def take(self, wait: float = 0.0) -> list[bytes]:
         """The output lines so far; with `wait`, waits up to that long for one when there are

@@ -289,11 +289,6 @@ class Scanner:
                         self._line(block, block.first_line + n if block.first_line else 0, line)
                 else:
                     self._sparse(block)
-                    if block.ref is not None and block.last:
-                        # the reader closes the file when asked for the next block: every search
-                        # of it ends first (grep, writing to a pipe, holds its last answers until
-                        # its input ends; the next input's blocks start new greps)
-                        self._answers(self._search.close())
         except BaseException:
             self._search.close(abort=True)  # an interrupt: the greps end now, unanswered
             raise

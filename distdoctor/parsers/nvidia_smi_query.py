@@ -52,6 +52,7 @@ class QueryGpu:
     fabric_health: str = ""  # the fabric's Health Summary (Healthy, Unhealthy, Limited Capacity), "" when N/A
     reset_required: bool | None = None
     drain_and_reset_recommended: bool | None = None
+    recovery_action: str = ""  # the driver's "GPU Recovery Action" (None, Reset, Reboot, ...), "" when not shown
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ def _text_gpu(index: int, bus_id: str, node: Node) -> QueryGpu:
         fabric_health=_word(_get(fabric, "Health", "Summary")),
         reset_required=_yes(_get(reset, "Reset Required")),
         drain_and_reset_recommended=_yes(_get(reset, "Drain and Reset Recommended")),
+        recovery_action=_word(_get(node, "GPU Recovery Action")),
     )
 
 
@@ -289,6 +291,7 @@ def _xml_gpu(index: int, element: ET.Element) -> QueryGpu:
         fabric_health=_word(_first(fabric, ("health", "summary"), ("health_summary",))),
         reset_required=_yes(_get(reset, "reset_required")),
         drain_and_reset_recommended=_yes(_get(reset, "drain_and_reset_recommended")),
+        recovery_action=_word(_get(node, "gpu_recovery_action")),
     )
 
 

@@ -184,3 +184,52 @@ def test_every_labelled_capture_gets_its_verdict():
             if (label == "faulty" and got not in ("drain", "inspect")) or (label != "faulty" and got == "drain"):
                 wrong.append(f"{label} {got} {folder}/{name}")
     assert seen >= 70 and wrong == []
+
+
+# --- the driver's GPU Recovery Action (R570+) ----------------------------------------------------
+
+
+def with_recovery(word):
+    """A real capture (the A10's, its pending remap cleared) with the line R570 drivers print after
+    "GPU Reset Status" (its shape as the qx_580/qx_595 captures show it, <gpu_recovery_action>);
+    constructed here: no public capture of a GPU awaiting recovery was found."""
+    text = fixture_text(data_path("nvidia_smi_q", "q_535_A10_remap_pending_unc4.txt"))
+    text = text.replace("        Uncorrectable Error               : 4\n        Pending                           : Yes",
+                        "        Uncorrectable Error               : 0\n        Pending                           : No")
+    return text.replace("\n    PCI\n", f"\n    GPU Recovery Action                   : {word}\n    PCI\n", 1)
+
+
+@pytest.mark.parametrize("word,status,action", [("None", Status.OK, ""), ("Reset", Status.FAIL, "reset-gpu"),
+                                                ("Drain and Reset", Status.FAIL, "reset-gpu"),
+                                                ("Reboot", Status.FAIL, "reboot"), ("Drain P2P", Status.WARN, "none"),
+                                                ("Something New", Status.WARN, "none")])
+def test_recovery_action_is_the_drivers_verdict(word, status, action):
+    text = with_recovery(word)
+    assert parse_query(text).gpus[0].recovery_action == ("" if word == "None" else word)
+    host = FakeHost(commands={("nvidia-smi",): fixture_text(TABLE), ("nvidia-smi", "-q"): text})
+    (f,) = run_check(gpuhealth.memory_errors, host)
+    assert (f.status, f.action) == (status, action)
+
+
+def test_recovery_action_from_nvml_reads_as_nvidia_smi_prints_it():
+    from distdoctor.host.nvml_health import _field_uint
+
+    class Value:
+        uiVal = 1
+        ullVal = 1
+
+    class Field:
+        nvmlReturn = 0
+        valueType = 1
+        value = Value()
+
+    assert _field_uint([Field()]) == 1 and _field_uint(None) is None and _field_uint([]) is None
+    gpu = {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-0", "bus_id": "00000000:18:00.0",
+           "persistence_mode": True, "mig_mode": False, "ecc_uncorrected": 0,
+           "health": {"recovery_action_code": 1, "remap_pending": False, "remap_failure": False}}
+    nvml = {"status": "ok", "driver_version": "570.86.15", "cuda_version": 12080, "gpus": [gpu]}
+    (f,) = run_check(gpuhealth.memory_errors, FakeHost(nvml=nvml))
+    assert (f.status, f.action) == (Status.FAIL, "reset-gpu") and "'Reset'" in f.summary
+    gpu["health"]["recovery_action_code"] = 0
+    (f,) = run_check(gpuhealth.memory_errors, FakeHost(nvml=nvml))
+    assert f.status is Status.OK

@@ -66,3 +66,36 @@ def test_a_file_that_shrank_under_its_range_ends_the_partial_line(tmp_path):
         f.feed(b"END\n")
         rows, _code = f.close()
     assert rows == [b"2:two hit\n", b"3:END\n"] and "shrank" in f.shrunk
+
+
+def test_where_sendfile_cannot_feed_a_pipe_the_range_is_copied(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    def refused(*_args):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "sendfile", refused)
+    path = tmp_path / "x.log"
+    path.write_bytes(b"".join(b"hit %d\n" % i for i in range(300_000)))  # several copies of 1 MiB
+    f = Host().line_filter(["grep", "-c", "hit"], timeout=10)
+    with open(path, "rb") as fh:
+        f.feed_range(fh, 0, path.stat().st_size)
+        rows, code = f.close()
+    assert code == 0 and rows == [b"300000\n"] and not f.error
+
+
+def test_a_queued_range_is_sent_from_its_file_even_once_the_caller_closed_it(tmp_path):
+    # the reader closes a file when asked for the next one, whatever is still queued from it;
+    # a file opened next (likely the same descriptor number) must not be sent in its place
+    first, other = tmp_path / "first.log", tmp_path / "other.log"
+    first.write_bytes(b"hit first\n" * 50_000)
+    other.write_bytes(b"hit other\n" * 50_000)
+    f = Host().line_filter(["grep", "-c", "first"], timeout=10)
+    fh = open(first, "rb")  # noqa: SIM115 -- closed below, before the filter has read it
+    for _ in range(6):
+        f.feed_range(fh, 0, first.stat().st_size)
+    fh.close()
+    with open(other, "rb"):
+        rows, code = f.close()
+    assert code == 0 and rows == [b"300000\n"]

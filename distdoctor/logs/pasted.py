@@ -47,7 +47,9 @@ _SMI_Q = re.compile(r"^(?:=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-
 _SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
 _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
 # kernel-log lines the hardware checks judge, wherever they are in the input
-_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed")
+_RDMA_LINK = re.compile(r"mlx5_core \S+ \S+: (?:Port: \d+ )?Link |[Ll]ost carrier")
+_KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed|"
+                     + _RDMA_LINK.pattern)
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
 # An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
 # `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
@@ -317,7 +319,8 @@ CHECKS_FOR = {
     "kernel": ("gpu.xid", "gpu.pcie-link"),
 }
 # A pasted log has no "now": every event in it counts.
-PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9}}
+PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9},
+                "ib.link-flaps": {"window_hours": 1e9}}
 
 
 def _nvml_from_query(report) -> dict:
@@ -490,8 +493,12 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
         data["nvml"] = _nvml_from_query(query) if query is not None else {"status": "ok", "driver_version": "",
                                                                              "cuda_version": None, "gpus": []}
         data["files"] = {"/dev/kmsg": parsed}
-    host = FakeHost(**data)
     ids = CHECKS_FOR[section.kind]
+    if section.kind == "kernel" and _RDMA_LINK.search(section.text):
+        # the paste's own mlx5 link lines show the node has RDMA ports: their flaps are judged too
+        data["dirs"] = {"/sys/class/infiniband": ["mlx5_pasted"]}
+        ids += ("ib.link-flaps",)
+    host = FakeHost(**data)
     if section.kind == "kernel" and query is not None:
         ids = tuple(i for i in ids if i != "gpu.pcie-link")  # judged once, with the pasted nvidia-smi -q
     if "GLOO_SOCKET_IFNAME" not in env:

@@ -125,6 +125,18 @@ def test_a_link_that_only_logs_coming_up_flaps():
         assert f.status is Status.OK, healthy
 
 
+def test_pasted_rdma_link_lines_are_judged_for_flaps():
+    runs = pasted.runs([("paste", kernel("journal_short_mlx5_eth_link_up_repeated_cubecos733.log"))])
+    (run,) = [r for r in runs if r.id == "ib.link-flaps"]
+    assert run.status is Status.FAIL and run.findings[0].summary == (
+        "eth1: 3 down/up cycles and 0 lost-carrier event(s) in the log")
+    for healthy in ("dmesg_decode_iso_boot_mlx5_links_healthy.log", "dmesg_raw_level_uptime_pstore.log"):
+        (run,) = [r for r in pasted.runs([("paste", kernel(healthy))]) if r.id == "ib.link-flaps"]
+        assert run.status is Status.OK, healthy
+    # a paste without mlx5 link lines is not asked about RDMA links at all
+    assert not [r for r in pasted.runs([("paste", kernel("dmesg_ctime_xid119_gsp_timeout.log"))]) if r.id == "ib.link-flaps"]
+
+
 def test_pasted_ibstat_port_down_over_linkup_is_judged_by_port_state():
     text = fixture_text(data_path("ibstat", "ibstat_cx6_sriov_pod_state_down_physical_linkup_netop249.txt"))
     (run,) = [r for r in pasted.runs([("paste", text)]) if r.id == "ib.port-state"]

@@ -1,3 +1,4 @@
+import collections
 import os
 import shutil
 import sys
@@ -246,28 +247,48 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Whole files to a worker, the shared Slurm cluster's files to one (tests/harness/groups.py)."""
+    """Whole files to a worker, the shared Slurm cluster's files to one, in the order of
+    pytest_collection_modifyitems, torch files on no more workers than there are torch slots
+    (tests/harness/groups.py)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    from tests.harness.groups import group_of
+    from tests.harness.groups import group_of, next_scope
+    from tests.harness.slots import default_count
+
+    # xdist (3.6+) would hand the groups out by their number of tests, largest first: a
+    # one-test file of 20 s started last. The order given at collection stands.
+    config.option.loadscopereorder = False
+    lanes = default_count()
 
     class FileGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(REPO, nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            held = {other: {scope for scope, work in scopes.items() if not all(work.values())}
+                    for other, scopes in self.assigned_work.items()}
+            scope = next_scope(list(self.workqueue), held.get(node, set()),
+                               [h for other, h in held.items() if other is not node], lanes)
+            self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return FileGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     """Slow by folder: everything under tests/integration/ starts real components. The files
-    are put in the order a parallel run's workers should take their groups (groups.rank)."""
-    from tests.harness.groups import group_of, rank
+    are put in the order a parallel run's workers should take their groups (groups.rank), the
+    files with more tests first within a rank. The Slurm group's torch files come last in it: the
+    rate-judging torch file, handed out first, runs alone among torch tests meanwhile."""
+    from tests.harness.groups import TORCH_FILES, rank
 
     order = {}
+    tests = collections.Counter(item.path for item in items)
     for item in items:
         if str(item.path).startswith(_INTEGRATION):
             item.add_marker(pytest.mark.slow)
         if item.path not in order:
             path = os.path.relpath(str(item.path), REPO)
-            order[item.path] = rank(group_of(REPO, path), path)
+            first = rank(REPO, path)
+            order[item.path] = (first, first == 0 and path.startswith(TORCH_FILES), -tests[item.path])
     items.sort(key=lambda item: order[item.path])  # stable: a file keeps its order

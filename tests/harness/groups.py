@@ -10,6 +10,11 @@ read-only), so the suite brings its own scheduler (tests/conftest.py) that asks 
   worker that started that cluster: the fixture's name in the file's text is what says so;
 - a long file that builds nothing shared says `SPREAD_OVER_WORKERS = True` (the regex sweep):
   its tests are spread one by one.
+
+Which group a worker takes next (next_scope) keeps the files that start torch ranks on at most
+as many workers as there are torch slots (tests/harness/slots.py): a worker handed a torch file
+while every slot was held sat waiting for one (13 min of worker time in one 2-core run) instead
+of running the other files. The rate-judging files run alone among torch files.
 """
 
 from __future__ import annotations
@@ -23,6 +28,14 @@ SLURM_FIXTURES = {"slurm_cluster": "slurm", "qb_cluster": "slurm", "_slurm_sessi
                   "slurm_gpu_cluster": "slurm-gpu"}
 _FIXTURE = re.compile(r"\b(" + "|".join(SLURM_FIXTURES) + r")\b")
 _SPREAD = re.compile(r"^SPREAD_OVER_WORKERS = True\b", re.M)
+
+_INTEGRATION = os.path.join("tests", "integration")
+# The files whose tests start torch ranks (each takes a torch slot: tests/integration/conftest.py).
+TORCH_FILES = tuple(os.path.join(_INTEGRATION, p) for p in (
+    "nccltest" + os.sep, os.path.join("hang", "test_live_"), os.path.join("logs", "test_live_"),
+    os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py")))
+# Rates measured between hosts and judged against their median: alone among the torch files.
+RATE_FILES = (os.path.join(_INTEGRATION, "nccltest", "test_hosts.py"),)
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,9 +58,43 @@ def group_of(root: str, nodeid: str) -> str:
     return nodeid if spread else group
 
 
-def rank(group: str, path: str) -> int:
-    """The order the groups are handed out: the Slurm groups (the longest) first, then the other
-    integration files, then the unit tests, so that no long group starts last."""
+def rank(root: str, path: str) -> int:
+    """The order the groups are handed out: the Slurm groups (the longest) first; then the torch
+    files, the rate-judging ones first (their run alone is best spent while the other workers have
+    everything else to do); then the other integration files, then the unit tests; the tests of a
+    spread file last, which fill the workers' ends evenly, one by one."""
+    group, spread = file_group(root, path)
     if group in SLURM_FIXTURES.values():
         return 0
-    return 1 if path.startswith(os.path.join("tests", "integration") + os.sep) else 2
+    if path.startswith(RATE_FILES):
+        return 1
+    if path.startswith(TORCH_FILES):
+        return 2
+    if spread:
+        return 5
+    return 3 if path.startswith(_INTEGRATION + os.sep) else 4
+
+
+def _torch(scope: str) -> bool:
+    """A file's own group that starts torch ranks (a Slurm group is not one: its worker takes a
+    slot for each such test, as every torch test does)."""
+    return scope.split("::", 1)[0].startswith(TORCH_FILES)
+
+
+def next_scope(waiting: list[str], mine: set[str], others: list[set[str]], lanes: int) -> str:
+    """Which of the waiting groups (in the order they are handed out) a worker takes next, given
+    the unfinished groups it holds (mine) and each other worker holds: a torch file only while
+    fewer than `lanes` other workers hold one, or if this worker holds one (it runs them one after
+    the other); a rate-judging file only when no other worker holds a torch file, and none while
+    one holds it. When only torch files are left the first is taken: its slot makes it wait."""
+    busy = [held for held in (set(filter(_torch, h)) for h in others) if held]
+    alone = any(scope.split("::", 1)[0].startswith(RATE_FILES) for held in busy for scope in held)
+    lane = any(map(_torch, mine))
+    for scope in waiting:
+        if not _torch(scope):
+            return scope
+        if scope.startswith(RATE_FILES) and busy:
+            continue
+        if lane or (not alone and len(busy) < lanes):
+            return scope
+    return waiting[0]

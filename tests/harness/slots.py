@@ -24,6 +24,11 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def default_count() -> int:
+    """Slots of a kind: three for every two cores (slot() says why)."""
+    return max(1, (3 * _cores() + 1) // 2)
+
+
 def slots_dir() -> str:
     """Shared by the workers of a run; removed by the controller at the end (tests/conftest.py)."""
     return f"/tmp/distdoctor-test-slots-{RUN.value}"
@@ -35,7 +40,7 @@ def slot(kind: str = "torch", count: int | None = None) -> Iterator[int]:
     every two cores: a torch test spends most of its time waiting on a bound, not computing, and
     one per core left a 2-core run waiting on its torch tests (measured: 6 min 39 s for the suite
     with two slots)."""
-    count = max(1, count or (3 * _cores() + 1) // 2)
+    count = max(1, count or default_count())
     directory = slots_dir()
     os.makedirs(directory, exist_ok=True)
     handles = [open(os.path.join(directory, f"{kind}.{i}"), "a") for i in range(count)]
@@ -61,7 +66,7 @@ def slot(kind: str = "torch", count: int | None = None) -> Iterator[int]:
 def every_slot(kind: str = "torch", count: int | None = None) -> Iterator[None]:
     """Hold all the slots of `kind`: no other such test runs meanwhile (the tests that judge
     rates against each other). Taken in order, blocking, so two takers cannot deadlock."""
-    count = max(1, count or (3 * _cores() + 1) // 2)
+    count = max(1, count or default_count())
     directory = slots_dir()
     os.makedirs(directory, exist_ok=True)
     handles = [open(os.path.join(directory, f"{kind}.{i}"), "a") for i in range(count)]

@@ -16,24 +16,22 @@ import os
 
 import pytest
 
+from tests.harness.groups import RATE_FILES, TORCH_FILES
 from tests.harness.slots import every_slot, slot
 from tests.harness.slurm import SlurmCluster
 
-# The files whose tests start torch ranks: at most three such tests per two cores at once (slots.py).
-_TORCH_FILES = ("nccltest" + os.sep, os.path.join("hang", "test_live_"), os.path.join("logs", "test_live_"),
-                os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py"))
-
-_RATE_FILES = (os.path.join("nccltest", "test_hosts.py"),)
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(autouse=True)
 def _torch_slot(request):
-    here = os.path.relpath(str(request.node.path), os.path.dirname(os.path.abspath(__file__)))
-    if not here.startswith(_TORCH_FILES):
+    """At most three torch-rank tests per two cores at once (slots.py), the rate-judging ones
+    alone among them (groups.RATE_FILES)."""
+    here = os.path.relpath(str(request.node.path), _REPO)
+    if not here.startswith(TORCH_FILES):
         yield
         return
-    # Rates measured between hosts and judged against their median: alone among torch tests.
-    with every_slot("torch") if here.startswith(_RATE_FILES) else slot("torch"):
+    with every_slot("torch") if here.startswith(RATE_FILES) else slot("torch"):
         yield
 
 

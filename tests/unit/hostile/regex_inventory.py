@@ -1,26 +1,44 @@
 """Every compiled regex distdoctor holds: module attributes (alone or in tuples, lists, dicts),
-class attributes, each failure signature's patterns and each exit marker's (exits.toml). Found by discovery, so a regex added
-tomorrow is covered by the property tests the day it lands."""
+class attributes, each failure signature's patterns and each exit marker's (exits.toml). Found by
+discovery, so a regex added tomorrow is covered by the property tests the day it lands.
+
+The modules that import torch at the top (test_no_torch_import.TORCH_MODULES) are read, not
+imported: every worker of a parallel run collects these tests, and torch would cost each one a
+second and a half. Reading them finds no regex to skip (test_regex_linear.py shows it)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
+
+from tests.unit.core.test_no_torch_import import TORCH_MODULES
 
 PACKAGES = ("distdoctor", "distdoctor.checks")
 SKIP_MODULES = ("__main__",)
 
 
-def _modules():
+def _names():
     for name in PACKAGES:
         package = importlib.import_module(name)
         for info in pkgutil.walk_packages(package.__path__, name + "."):
-            if info.name.rsplit(".", 1)[-1] in SKIP_MODULES:
-                continue
-            yield importlib.import_module(info.name)
+            if info.name.rsplit(".", 1)[-1] not in SKIP_MODULES:
+                yield info.name
 
 
+def _modules():
+    for name in _names():
+        if name not in TORCH_MODULES:
+            yield importlib.import_module(name)
+
+
+def not_imported() -> list[str]:
+    """The modules the walk reads instead of importing (torch at their top)."""
+    return [name for name in _names() if name in TORCH_MODULES]
+
+
+@functools.lru_cache(maxsize=None)
 def all_patterns() -> list[tuple[str, re.Pattern]]:
     found: dict[tuple[str, int], tuple[str, re.Pattern]] = {}
 

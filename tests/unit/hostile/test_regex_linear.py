@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.hostile.regex_inventory import all_patterns
+from tests.unit.hostile.regex_inventory import all_patterns, not_imported
 
 PATTERNS = all_patterns()
 # What nested or overlapping quantifiers feed on: blanks, digits, words, separators, and the
@@ -66,6 +66,24 @@ def test_the_inventory_finds_the_patterns_that_read_untrusted_text():
     assert len(PATTERNS) > 150
     assert "distdoctor.logs.pasted._IP_BRIEF" in names and "distdoctor.parsers.ibstat._FIELD" in names
     assert any(name.startswith("signature ") for name in names)
+
+
+def test_the_modules_read_instead_of_imported_compile_no_regex():
+    """The walk reads the torch-importing modules rather than importing them: none of them may
+    import `re` or call a compile, else a pattern it holds would go unswept."""
+    import ast
+    import importlib.util
+
+    assert not_imported(), "the walk reads no module: is the TORCH_MODULES list stale?"
+    for name in not_imported():
+        with open(importlib.util.find_spec(name).origin, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        calls = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                 for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        assert not imported & {"re", "regex"} and "compile" not in calls, name
 
 
 @pytest.mark.parametrize("where,pattern", PATTERNS, ids=[w for w, _p in PATTERNS])

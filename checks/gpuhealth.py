@@ -195,6 +195,12 @@ def xid_errors(ctx: Context):
         nonfatal = {c for c, e in entries.items()
                     if e.nonfatal_action and all(ev.detail == "nonfatal" for ev in codes[c])}
         actions = {c: entries[c].nonfatal_action if c in nonfatal else e.action for c, e in entries.items()}
+        for c, e in entries.items():
+            if e.judge_recovery_target:  # the last change names what the GPU needs now
+                last = codes[c][-1].detail
+                if last.startswith("recovery-") and last[len("recovery-"):].isdigit():
+                    word = recovery.word_for_code(int(last[len("recovery-"):]))
+                    actions[c] = recovery.action(word) or "none"
         hardware = {c for c, e in entries.items() if e.origin == "hardware" and needs_drain(actions[c])}
         # Xid 45 is the driver cleaning up after another error: beside a hardware Xid it is that one's.
         judged = {c: actions[c] for c in entries if not (c == 45 and hardware)}

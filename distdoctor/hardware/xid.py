@@ -28,6 +28,7 @@ class XidEntry:
     nvidia_investigatory: str = ""
     nonfatal_action: str = ""  # the action when the driver calls every occurrence "Nonfatal"
     judge_named_cause: bool = False  # judge the Xid its line names as the cause instead
+    judge_recovery_target: bool = False  # the line names the recovery action the GPU needs now (Xid 154)
 
     @property
     def known(self) -> bool:
@@ -49,7 +50,7 @@ def catalogue() -> dict[int, XidEntry]:
             raise ValueError(f"xid.toml: Xid {code} has an unknown nonfatal_action {nonfatal!r}")
         out[code] = XidEntry(code, row["mnemonic"], row["meaning"], action, row.get("origin", "hardware"),
                              row.get("nvidia_immediate", ""), row.get("nvidia_investigatory", ""), nonfatal,
-                             bool(row.get("judge_named_cause", False)))
+                             bool(row.get("judge_named_cause", False)), bool(row.get("judge_recovery_target", False)))
     return out
 
 

@@ -197,6 +197,14 @@ def _ere(word: str) -> str:
     return "".join("\\" + c if c in _ERE_SPECIAL else c for c in word)
 
 
+def _cpus(host) -> int:
+    """The CPUs this process may run on (the machine's count where affinity is not known)."""
+    try:
+        return max(1, len(host.cpu_affinity()))
+    except (AttributeError, OSError):  # no sched_getaffinity (not Linux)
+        return max(1, host.cpu_count())
+
+
 def _tail(data: bytes, want: int) -> tuple[int, bytes]:
     """The last `want` lines of a block (fewer if it has fewer), without the last newline, and
     how many they are."""
@@ -257,7 +265,7 @@ class Scanner:
             host = Host()
         self.prefilter = Prefilter(words, host, use_grep)
         if searches is None:
-            searches = min(len(host.cpu_affinity()), MAX_SEARCHES) if host is not None else 1
+            searches = min(_cpus(host), MAX_SEARCHES) if host is not None else 1
         self._search = Search(self.prefilter.start, searches, Prefilter.GREP_TIMEOUT)
         self.info_words = re.compile("|".join(re.escape(w) for w in INFO_KEYWORDS))
         self.scan = Scan()

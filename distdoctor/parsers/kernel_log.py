@@ -55,6 +55,8 @@ _SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (
 # NVLink5 Xids (144-150) carry the driver's severity after their unit name: "149, NETIR_LINK_EVT Fatal".
 _XID_SEVERITY = re.compile(r", \S+ (Nonfatal|Non-fatal|Fatal)\b")
 _XID_CAUSE = re.compile(r"caused by previous Xid (\d+)")  # an Xid 45 naming the error it cleans up after
+# Xid 154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+_XID_RECOVERY = re.compile(r"recovery action changed from 0x[0-9A-Fa-f]+ \([^)]*\) to 0x([0-9A-Fa-f]+)")
 _INIT_FAILED = re.compile(r"NVRM: GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?): "
                           r"(?:RmInitAdapter|rm_init_adapter) failed")
 _GPU_LINE = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)")
@@ -76,7 +78,8 @@ class KernelEvent:
     device: str = ""  # PCI address (0000:3b:00) for GPUs and AER; the port or interface for links
     code: int | None = None  # Xid/SXid number
     # AER severity; link state (DOWN, ACTIVE, down, up, lost-carrier); SXid fatality; an Xid's own
-    # "fatal"/"nonfatal" word, or "after-xid-N" for an Xid 45 naming the Xid it follows
+    # "fatal"/"nonfatal" word, "after-xid-N" for an Xid 45 naming the Xid it follows, "recovery-N" for
+    # an Xid 154 naming the recovery action (NVML's number) the GPU needs now
     detail: str = ""
     time: float | None = None  # epoch seconds, when the line carries a wall-clock time
     uptime: float | None = None  # seconds since boot, when the line carries those instead
@@ -202,8 +205,10 @@ def _match_event(message: str, wall: float | None = None, up: float | None = Non
         if m:
             said = _XID_SEVERITY.match(message, m.end())
             cause = _XID_CAUSE.search(message, m.end()) if said is None else None
+            target = _XID_RECOVERY.search(message, m.end()) if said is None and cause is None else None
             detail = (said.group(1).lower().replace("-", "") if said else
-                      f"after-xid-{int(cause.group(1))}" if cause else "")
+                      f"after-xid-{int(cause.group(1))}" if cause else
+                      f"recovery-{int(target.group(1), 16)}" if target else "")
             return KernelEvent("xid", message, m.group(1).lower(), int(m.group(2)), detail, wall, up, number)
         m = _SXID.search(message)
         if m:

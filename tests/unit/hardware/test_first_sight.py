@@ -245,3 +245,21 @@ def test_recovery_action_from_nvml_reads_as_nvidia_smi_prints_it():
     gpu["health"]["recovery_action_code"] = 0
     (f,) = run_check(gpuhealth.memory_errors, FakeHost(nvml=nvml))
     assert f.status is Status.OK
+
+
+def test_xid154_names_the_recovery_the_gpu_needs():
+    reset = kernel("dmesg_ctime_xid120_xid154_gpu_reset_required_doc61386679526.log")
+    reboot = kernel("bare_xid79_fallen_xid154_os_reboot_doc56745491573.log")
+    assert [e.detail for e in parse_kernel_log(reset).events if e.code == 154] == ["recovery-1"]
+    assert [e.detail for e in parse_kernel_log(reboot).events if e.code == 154] == ["recovery-2"]
+    # the Xid 154 line alone (taken from the captures): its target is the verdict
+    alone = {name: "".join(line + "\n" for line in text.splitlines() if ": 154," in line)
+             for name, text in (("reset", reset), ("reboot", reboot))}
+    for name, action in (("reset", "reset-gpu"), ("reboot", "reboot")):
+        (f,) = xid(alone[name])
+        assert (f.status, f.action) == (Status.FAIL, action)
+    # a later change back to None (after the reset) clears it
+    back = alone["reset"] + alone["reset"].replace("from 0x0 (None) to 0x1 (GPU Reset Required)",
+                                                   "from 0x1 (GPU Reset Required) to 0x0 (None)")
+    (f,) = xid(back)
+    assert f.status is Status.OK

@@ -123,7 +123,7 @@ def kinds(log):
 def test_every_kernel_log_is_indexed_and_parses():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("kernel_log", "*.log")))
     index = read("kernel_log", "INDEX.md")
-    assert len(files) == 25
+    assert len(files) == 28
     for name in files:
         assert name in index
         parse_kernel_log(read("kernel_log", name), 2025)

@@ -243,3 +243,19 @@ def test_a_file_where_every_line_matches_holds_little_and_finds_the_same(tmp_pat
     one, split = _both([str(path)], 4096, searches=3)
     assert split == one and len(split["unknown"]) + len(split["events"]) > 900
     assert held and max(held) <= 2048  # each wait ended with at most HOLD held
+
+
+def test_one_search_per_cpu_this_process_may_use_at_most_eight():
+    from distdoctor.testing import FakeHost
+
+    class NoAffinity(FakeHost):
+        def cpu_affinity(self):
+            raise AttributeError("sched_getaffinity")
+
+    def width(host):
+        return Scanner(signatures.matcher(), host=host)._search.width
+
+    assert width(FakeHost(cpu_count=16, cpu_affinity=[2, 3, 5])) == 3
+    assert width(FakeHost(cpu_count=64)) == 8
+    assert width(NoAffinity(cpu_count=4)) == 4
+    assert Scanner(signatures.matcher(), use_grep=False)._search.width == 1

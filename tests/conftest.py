@@ -236,14 +236,16 @@ _INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integra
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject.toml's addopts): the quick subset is CPU work, one worker per core;
     the integration tests mostly wait (daemons starting, bounds running out, peers timing out),
-    so three workers per core overlap their waits, at most 8 (each may start a Slurm cluster)."""
+    so four workers per core overlap their waits, at most 8 (each may start a Slurm cluster). Two
+    of them run the Slurm clusters' files and up to three the torch files (groups.next_scope):
+    with six, one worker was left for every other integration file."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     unit = os.path.join("tests", "unit")
     only_unit = bool(config.args) and all(os.path.relpath(os.path.abspath(a.split("::")[0]), REPO).startswith(unit)
                                           for a in config.args)
     if only_unit or "not slow" in (config.getoption("markexpr", "") or ""):
         return max(1, min(cores, 8))
-    return max(2, min(3 * cores, 8))
+    return max(2, min(4 * cores, 8))
 
 
 def pytest_xdist_make_scheduler(config, log):

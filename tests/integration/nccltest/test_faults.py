@@ -116,11 +116,13 @@ def test_rendezvous_port_already_in_use_is_refused_at_once():
         holder.listen(8)
         port = holder.getsockname()[1]
         start = time.monotonic()
-        proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--timeout", "20", "--json"],
-                              env=rank_env(0, 2, port), capture_output=True, text=True, timeout=40)
+        # A bound far above the answer: "at once" stays told apart from "at the bound" on a
+        # loaded machine, where start-up alone took 15 s (load 13-18).
+        proc = subprocess.run([*distdoctor_argv(), "nccl-test", "--timeout", "60", "--json"],
+                              env=rank_env(0, 2, port), capture_output=True, text=True, timeout=90)
         wall = time.monotonic() - start
     doc = report(proc.stdout)
     assert proc.returncode == 1
-    assert wall < 15  # it does not wait for the others
+    assert wall < 30  # it does not wait for the others
     summary = checks(doc)["nccl-test.rendezvous"]["findings"][0]["summary"]
     assert f"port {port}: something already listens there" in summary

@@ -164,8 +164,10 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
         timed_out = next(c for c in consequences if _is_timeout(c))
         findings.extend(_consequence_lead(scan, [timed_out] + [c for c in consequences if c is not timed_out],
                                           hang_gap, ctx, reading))
-    elif any("rank" in r for r in scan.elastic):
-        findings.append(_torchrun_finding(scan, next(r for r in scan.elastic if "rank" in r), consequences))
+    elif reports := [r for r in scan.elastic if "rank" in r]:
+        # one report per node's agent: the earliest failure leads, whichever node's log came first
+        # ("2023-06-03_22:45:01" sorts as text; a report without a time comes after those with one)
+        findings.append(_torchrun_finding(scan, min(reports, key=lambda r: r.get("time") or "~"), consequences))
     elif consequences:
         failed = outcome.failed_finding(scan)
         if failed is not None and _failure_leads(scan, consequences):

@@ -7,7 +7,8 @@ read-only), so the suite brings its own scheduler (tests/conftest.py) that asks 
 - every test of a file runs on one worker: a file's fixed subnets, namespaces and module
   fixtures are its own;
 - every file that uses a shared Slurm cluster (tests/integration/conftest.py) runs on the one
-  worker that started that cluster: the fixture's name in the file's text is what says so;
+  worker that started that cluster: the fixture's name in the file's text is what says so (the
+  job tests under JOB_DIRS share a second one, on another worker);
 - a long file that builds nothing shared says `SPREAD_OVER_WORKERS = True` (the regex sweep):
   its tests are spread one by one.
 
@@ -36,6 +37,12 @@ TORCH_FILES = tuple(os.path.join(_INTEGRATION, p) for p in (
     os.path.join("buildflags", "test_real.py"), os.path.join("cluster", "test_job_mpirun.py")))
 # Rates measured between hosts and judged against their median: alone among the torch files.
 RATE_FILES = (os.path.join(_INTEGRATION, "nccltest", "test_hosts.py"),)
+# The shared cluster's files under these folders (jobs: launchers, job reports, live logs, hangs)
+# start a second one on another worker: one worker running every Slurm file after the other was
+# the run's longest chain (about 450 s of a 9-minute run), and a cluster starts in seconds.
+JOB_DIRS = tuple(os.path.join(_INTEGRATION, d) + os.sep for d in ("cluster", "hang", "logs"))
+JOB_GROUP = "slurm-jobs"
+SLURM_GROUPS = {*SLURM_FIXTURES.values(), JOB_GROUP}
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,7 +55,7 @@ def file_group(root: str, path: str) -> tuple[str, bool]:
         return path, False
     slurm = sorted({SLURM_FIXTURES[name] for name in _FIXTURE.findall(text)})
     if slurm:
-        return slurm[0], False
+        return (JOB_GROUP if slurm[0] == "slurm" and path.startswith(JOB_DIRS) else slurm[0]), False
     return path, bool(_SPREAD.search(text))
 
 
@@ -64,7 +71,7 @@ def rank(root: str, path: str) -> int:
     everything else to do); then the other integration files, then the unit tests; the tests of a
     spread file last, which fill the workers' ends evenly, one by one."""
     group, spread = file_group(root, path)
-    if group in SLURM_FIXTURES.values():
+    if group in SLURM_GROUPS:
         return 0
     if path.startswith(RATE_FILES):
         return 1

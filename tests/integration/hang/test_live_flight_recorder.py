@@ -12,6 +12,10 @@ from tests.harness.hangjob import HangJob, pyspy_available
 from tests.harness.ranks import require_torch
 from tests.integration.hang.test_live_torchrun import findings, hang
 
+# Each test starts its own ranks on leased ports and builds nothing shared: the torch workers
+# take them one by one (tests/harness/groups.py), so that no worker runs this whole file.
+SPREAD_OVER_WORKERS = True
+
 
 @pytest.mark.parametrize("mode, fmt", [("skip", "pickle"), ("desync", "json")])
 def test_flight_recorder_names_the_rank(tmp_path, mode, fmt):

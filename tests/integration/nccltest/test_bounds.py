@@ -22,6 +22,9 @@ from tests.harness.ranks import (
     require_torch,
 )
 
+# Each test starts its own ranks on leased ports and builds nothing shared: the torch workers
+# take them one by one (tests/harness/groups.py), so that no worker runs this whole file.
+SPREAD_OVER_WORKERS = True
 
 SLOW_IMPORT = """
 import importlib.abc, os, sys, time

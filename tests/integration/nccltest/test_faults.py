@@ -21,6 +21,9 @@ from tests.harness.ranks import (
 )
 
 MARGIN = 4.0  # interpreter start-up and the report, on a loaded 2-core machine
+# Each test starts its own ranks on leased ports and builds nothing shared: the torch workers
+# take them one by one (tests/harness/groups.py), so that no worker runs this whole file.
+SPREAD_OVER_WORKERS = True
 
 
 def test_world_size_larger_than_launched_names_the_missing_rank():

@@ -12,6 +12,10 @@ import tempfile
 from tests.conftest import distdoctor_argv
 from tests.harness.ranks import clean_env, report, require_torch
 
+# Each test starts its own ranks on leased ports and builds nothing shared: the torch workers
+# take them one by one (tests/harness/groups.py), so that no worker runs this whole file.
+SPREAD_OVER_WORKERS = True
+
 
 def test_no_numpy_warning_on_any_rank_when_numpy_is_missing():
     require_torch()

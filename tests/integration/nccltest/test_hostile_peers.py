@@ -24,6 +24,9 @@ from tests.harness.ranks import (
 
 MARGIN = 5.0
 TIMEOUT = 30  # the bound includes import torch, which a loaded machine can stretch past 10 s
+# Each test starts its own ranks on leased ports and builds nothing shared: the torch workers
+# take them one by one (tests/harness/groups.py), so that no worker runs this whole file.
+SPREAD_OVER_WORKERS = True
 
 
 def wait_port(port: int, seconds: float) -> None:

@@ -4,12 +4,19 @@ from tests.conftest import REPO
 from tests.harness.groups import group_of, next_scope, rank
 
 
-def test_every_file_using_the_shared_slurm_cluster_goes_to_one_group():
-    for nodeid in ("tests/integration/cluster/test_job_slurm.py::test_a_node_with_another_secret_is_named_not_trusted",
-                   "tests/integration/nccltest/test_slurm.py::test_srun_two_nodes[2]",
+def test_the_files_using_a_shared_slurm_cluster_go_to_its_group():
+    """One cluster for the Slurm tests, a second one for the job tests (launchers, job reports,
+    live logs, hangs): each group runs on the one worker that starts its cluster."""
+    for nodeid in ("tests/integration/nccltest/test_slurm.py::test_srun_two_nodes[2]",
                    "tests/integration/slurm/test_health_real.py::anything"):
         assert group_of(REPO, nodeid) == "slurm", nodeid
+    for nodeid in ("tests/integration/cluster/test_job_slurm.py::test_a_node_with_another_secret_is_named_not_trusted",
+                   "tests/integration/cluster/test_fleet_slurm.py::anything",
+                   "tests/integration/hang/test_slurm_job.py::anything",
+                   "tests/integration/logs/test_lab_live.py::anything"):
+        assert group_of(REPO, nodeid) == "slurm-jobs", nodeid
     assert rank(REPO, "tests/integration/cluster/test_job_slurm.py") == 0
+    assert rank(REPO, "tests/integration/slurm/test_cluster.py") == 0
 
 
 def test_a_file_is_one_group_unless_it_asks_to_be_spread():

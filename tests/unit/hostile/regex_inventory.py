@@ -1,6 +1,6 @@
 """Every compiled regex distdoctor holds: module attributes (alone or in tuples, lists, dicts),
-class attributes, and each failure signature's patterns. Found by discovery, so a regex added
-tomorrow is covered by the property tests the day it lands.
+class attributes, each failure signature's patterns and each exit marker's (exits.toml). Found by
+discovery, so a regex added tomorrow is covered by the property tests the day it lands.
 
 The modules that import torch at the top (test_no_torch_import.TORCH_MODULES) are read, not
 imported: every worker of a parallel run collects these tests, and torch would cost each one a
@@ -64,4 +64,8 @@ def all_patterns() -> list[tuple[str, re.Pattern]]:
         for pattern in signature.patterns:
             add(pattern, f"signature {signature.id}")
     add(vars(signatures.matcher()), "signatures.matcher()")
+    from distdoctor.logs import outcome
+
+    for marker in outcome.markers():
+        add(marker.pattern, f"exit marker {marker.id}")
     return sorted(found.values(), key=lambda wp: wp[0])

@@ -395,29 +395,35 @@ def test_no_nccl_anywhere_costs_no_probe_interpreter():
 
 
 # The GPU image of docs/gpu-truth.md: torch 2.11 from pip with its own NCCL 2.28.9, and a system
-# libnccl 2.28.3 in the loader cache that a bare dlopen gets.
+# libnccl 2.28.3 in the loader cache that a bare dlopen gets. The site directory is real (tmp_path):
+# the fix names it, and a fix must name paths that exist (fixlint).
 SYSTEM_LIB = "/lib/x86_64-linux-gnu/libnccl.so.2"
 
 
-def _pip_torch_beside_system_nccl(env=None, default=SYSTEM_LIB):
+def _pip_torch_beside_system_nccl(site, env=None, bare="system"):
     tdist, files = torch_package("2.11.0+cu130", "Requires-Dist: nvidia-nccl-cu13==2.28.9\n",
-                                 "USE_DISTRIBUTED;USE_C10D_GLOO;USE_C10D_NCCL", SITE)
-    versions = {PIP_LIB: 22809, SYSTEM_LIB: 22803}
+                                 "USE_DISTRIBUTED;USE_C10D_GLOO;USE_C10D_NCCL", site)
+    pip_lib = f"{site}/nvidia/nccl/lib/libnccl.so.2"
+    versions = {pip_lib: 22809, SYSTEM_LIB: 22803}
+    default = SYSTEM_LIB if bare == "system" else pip_lib
     ldconfig = f"1 libs found in cache `/etc/ld.so.cache'\n\tlibnccl.so.2 (libc6,x86-64) => {SYSTEM_LIB}\n"
     return build_host({"ldconfig": ldconfig}, python=nccl_probe({**versions, "libnccl.so.2": (versions[default], default)}),
                       env=env or {}, files=files,
-                      dirs={os.path.dirname(PIP_LIB): ["libnccl.so.2"]},
-                      distributions={"nvidia-nccl-cu13": nccl_package("nvidia-nccl-cu13", "2.28.9", SITE),
+                      dirs={os.path.dirname(pip_lib): ["libnccl.so.2"]},
+                      distributions={"nvidia-nccl-cu13": nccl_package("nvidia-nccl-cu13", "2.28.9", site),
                                      "torch": tdist})
 
 
-def test_a_bare_dlopen_getting_another_nccl_than_torch_is_named_with_a_fix_that_clears_it():
-    findings = run_check(build.nccl_libraries, _pip_torch_beside_system_nccl())
+def test_a_bare_dlopen_getting_another_nccl_than_torch_is_named_with_a_fix_that_clears_it(tmp_path):
+    site = str(tmp_path)
+    lib_dir = tmp_path / "nvidia" / "nccl" / "lib"
+    lib_dir.mkdir(parents=True)
+    findings = run_check(build.nccl_libraries, _pip_torch_beside_system_nccl(site))
     (finding,) = [f for f in findings if f.status == Status.WARN]
     assert finding.summary == "torch loads NCCL 2.28.9, a plain dlopen of libnccl.so.2 gets 2.28.3"
-    assert finding.fix.startswith(f"export LD_LIBRARY_PATH={os.path.dirname(PIP_LIB)}   #")
+    assert finding.fix.startswith(f"export LD_LIBRARY_PATH={lib_dir}   #")
     # applied: LD_LIBRARY_PATH names torch's directory, so the bare dlopen gets the same library
     after = run_check(build.nccl_libraries, _pip_torch_beside_system_nccl(
-        env={"LD_LIBRARY_PATH": os.path.dirname(PIP_LIB)}, default=PIP_LIB))
+        site, env={"LD_LIBRARY_PATH": str(lib_dir)}, bare="pip"))
     assert [f.status for f in after] == [Status.OK, Status.OK], [f.summary for f in after]
     assert "torch and a plain dlopen both load NCCL 2.28.9; 1 other library on disk, loaded by neither" in after[0].summary

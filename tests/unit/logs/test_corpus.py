@@ -92,6 +92,13 @@ CLASSES = {
     # assertion (glibc's, UCX's, CUDA's device-side) as a crash
     "torchrun-reports": ["accelerate-1519-two-root-causes-earliest.log", "accelerate-2960-root-cause-rank10-srun-task0.log"],
     "assertions": ["ucx-4008-timestamp-glued-tag-assertion.log", "ms-swift-3267-device-side-assert-rank0.log"],
+    # the fourth batch: heartbeat and watchdog reports in pasted shapes, one wrapped at a fixed width
+    "heartbeat-pastes": ["vlm-r1-257-heartbeat-stuck-wrapped.log", "llamafactory-6953-heartbeat-rank144-staggered-start.log",
+                         "xdit-147-heartbeat-pg-rank-vs-global.log", "sglang-1691-heartbeat-first-pg-no-heartbeat.log",
+                         "open-r1-620-watchdog-what-wrapped.log"],
+    # the fifth batch: Slurm's own failures (a step that could not exec its program, slurmd
+    # failing under systemd, shown by the journal rather than systemctl status)
+    "slurm-and-services": ["arjunausers-46-slurm-script-execve-missing.log", "bibigrid-705-slurmd-gres-fatal-journal.log"],
     "older-wordings": ["ucx-1880-dc-verbs-retry-timestamped.log", "oneflow-3586-veth-connect-timeout.log",
                        "ucx-5199-transport-retry-ib.log", "ucx-6000-transport-retry-roce.log"],
 }

@@ -134,6 +134,12 @@ def diagnose(scan: Scan, hang_gap: float = HANG_GAP_S, book: dict[str, str] | No
     if explained and len(explained) < len(roots):
         roots = [g for g in roots if g not in explained]
         consequences = sorted(consequences + explained, key=lambda g: g.first.order)
+    # Likewise among consequences: ncclRemoteError's "Last error:" names the socket or IB failure
+    # under it, printed after it; the one that explains the other leads.
+    said = {g.signature.id for g in consequences}
+    deeper = [g for g in consequences if said & (set(g.signature.consequence_of) - {g.signature.id})]
+    if deeper and len(deeper) < len(consequences):
+        consequences = [g for g in consequences if g not in deeper] + deeper
     infos = [g for g in gs if g.signature.severity not in ("root", "consequence")]
     findings: list[Finding] = []
     if roots:

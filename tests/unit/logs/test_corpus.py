@@ -96,6 +96,9 @@ CLASSES = {
     "heartbeat-pastes": ["vlm-r1-257-heartbeat-stuck-wrapped.log", "llamafactory-6953-heartbeat-rank144-staggered-start.log",
                          "xdit-147-heartbeat-pg-rank-vs-global.log", "sglang-1691-heartbeat-first-pg-no-heartbeat.log",
                          "open-r1-620-watchdog-what-wrapped.log"],
+    # the fifth batch: Slurm's own failures (a step that could not exec its program, slurmd
+    # failing under systemd, shown by the journal rather than systemctl status)
+    "slurm-and-services": ["arjunausers-46-slurm-script-execve-missing.log", "bibigrid-705-slurmd-gres-fatal-journal.log"],
     "older-wordings": ["ucx-1880-dc-verbs-retry-timestamped.log", "oneflow-3586-veth-connect-timeout.log",
                        "ucx-5199-transport-retry-ib.log", "ucx-6000-transport-retry-roce.log"],
 }

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from distdoctor.checks import net
+from distdoctor.checks import net, net_mpi
 from distdoctor.facts import Facts
 from distdoctor.host import CommandResult
 from distdoctor.model import Status
@@ -239,7 +239,7 @@ def test_gloo_socket_ifname(value, status, words):
     ({"OMPI_MCA_btl_tcp_if_include": "ib0", "OMPI_MCA_btl_tcp_if_exclude": "lo"}, Status.FAIL, "both"),
 ])
 def test_mpi_tcp_interface(env, status, words):
-    findings = run_check(net.mpi_tcp_interface, lab_host(env))
+    findings = run_check(net_mpi.mpi_tcp_interface, lab_host(env))
     assert worst(findings) is status
     assert any(words in f.summary for f in findings), [f.summary for f in findings]
 

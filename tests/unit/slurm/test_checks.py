@@ -9,6 +9,7 @@ import os
 import pytest
 
 from distdoctor.checks import slurm as S
+from distdoctor.checks import slurm_wiring as W
 from distdoctor.facts import Facts
 from distdoctor.host import CommandResult
 from distdoctor.launch import detect_context
@@ -89,7 +90,7 @@ def test_batch_step_capture_warns_only_one_task_runs():
     assert f.fix.startswith("srun ")
     assert detect_context(env).kind == "slurm-batch"
     assert statuses(S.task_counts, h) == [Status.OK]
-    assert statuses(S.torch_wiring, h) == [Status.SKIP]
+    assert statuses(W.torch_wiring, h) == [Status.SKIP]
 
 
 def test_batch_step_with_an_unreadable_task_count_does_not_claim_one_task():
@@ -352,12 +353,12 @@ EPHEMERAL = {"/proc/sys/net/ipv4/ip_local_port_range": "32768\t60999\n"}
 
 
 def test_torch_wiring_ok():
-    [f] = findings(S.torch_wiring, host(GOOD, files=EPHEMERAL))
+    [f] = findings(W.torch_wiring, host(GOOD, files=EPHEMERAL))
     assert f.status is Status.OK
 
 
 def test_master_addr_may_be_an_address_of_the_first_node():
-    [f] = findings(S.torch_wiring, host(dict(GOOD, MASTER_ADDR="10.0.0.11"), files=EPHEMERAL,
+    [f] = findings(W.torch_wiring, host(dict(GOOD, MASTER_ADDR="10.0.0.11"), files=EPHEMERAL,
                                         resolve={"node1": ["10.0.0.11"], "10.0.0.11": ["10.0.0.11"]}))
     assert f.status is Status.OK
 
@@ -374,7 +375,7 @@ def test_an_ipv6_master_addr_of_the_first_node_is_not_called_another_node(me, st
     first node knows its own addresses (written either way); another node cannot tell, and leaves
     it to the first node's run of the check instead of a false FAIL."""
     env = dict(GOOD, MASTER_ADDR="fd43:0::11", SLURMD_NODENAME=me)
-    found = findings(S.torch_wiring, host(env, files=EPHEMERAL, hostname=me, if_addrs=V6 if me == "node1" else None,
+    found = findings(W.torch_wiring, host(env, files=EPHEMERAL, hostname=me, if_addrs=V6 if me == "node1" else None,
                                           resolve={"node1": ["10.0.0.11"], "fd43:0::11": ["fd43::11"]}))
     assert not [f for f in found if f.status is Status.FAIL], [f.summary for f in found]
     if status is not None:
@@ -383,7 +384,7 @@ def test_an_ipv6_master_addr_of_the_first_node_is_not_called_another_node(me, st
 
 def test_an_ipv6_master_addr_that_is_not_the_first_nodes_is_still_named_there():
     env = dict(GOOD, MASTER_ADDR="fd43::99", SLURMD_NODENAME="node1")
-    found = findings(S.torch_wiring, host(env, files=EPHEMERAL, if_addrs=V6,
+    found = findings(W.torch_wiring, host(env, files=EPHEMERAL, if_addrs=V6,
                                           resolve={"node1": ["10.0.0.11"], "fd43::99": ["fd43::99"]}))
     assert [f.status for f in found] == [Status.FAIL] and "not the first node" in found[0].summary
 
@@ -402,7 +403,7 @@ def test_an_ipv6_master_addr_that_is_not_the_first_nodes_is_still_named_there():
     ({"MASTER_PORT": "http"}, Status.FAIL, "is not a TCP port"),
 ])
 def test_torch_wiring_mismatch(change, status, words):
-    found = findings(S.torch_wiring, host(dict(GOOD, **change), files=EPHEMERAL))
+    found = findings(W.torch_wiring, host(dict(GOOD, **change), files=EPHEMERAL))
     assert [f.status for f in found] == [status], [f.summary for f in found]
     assert words in found[0].summary
     [name] = change
@@ -412,7 +413,7 @@ def test_torch_wiring_mismatch(change, status, words):
 def test_master_addr_fix_for_a_step_that_skips_the_jobs_first_node():
     env = dict(GOOD, SLURM_JOB_NODELIST="node[0-2]", SLURM_NODELIST="node[0-2]", SLURM_JOB_NUM_NODES="3",
                SLURM_JOB_CPUS_PER_NODE="2(x3)", MASTER_ADDR="node0")
-    [f] = findings(S.torch_wiring, host(env, files=EPHEMERAL, resolve={"node0": ["10.0.0.10"],
+    [f] = findings(W.torch_wiring, host(env, files=EPHEMERAL, resolve={"node0": ["10.0.0.10"],
                                                                        "node1": ["10.0.0.11"]}))
     assert f.status is Status.FAIL and "not the first node of the step (node1)" in f.summary
     assert f.fix == S.STEP_MASTER_ADDR_FIX and '"$SLURM_STEP_NODELIST"' in f.fix
@@ -420,19 +421,19 @@ def test_master_addr_fix_for_a_step_that_skips_the_jobs_first_node():
 
 def test_torch_wiring_partial_warns_missing():
     env = {k: v for k, v in GOOD.items() if k not in ("MASTER_PORT", "WORLD_SIZE")}
-    found = findings(S.torch_wiring, host(env, files=EPHEMERAL))
+    found = findings(W.torch_wiring, host(env, files=EPHEMERAL))
     assert sorted(f.subject for f in found) == ["MASTER_PORT", "WORLD_SIZE"]
     assert all(f.status is Status.WARN for f in found)
 
 
 def test_torch_wiring_unset_skips_with_the_wiring_as_fix():
-    [f] = findings(S.torch_wiring, host(dict(STEP)))
+    [f] = findings(W.torch_wiring, host(dict(STEP)))
     assert f.status is Status.SKIP and f.fix == S.TORCH_WIRING_FIX
 
 
 def test_torch_wiring_outside_a_step_defers_to_batch_step():
     env = dict(capture("slurm", "env_sbatch_batch_step_N2_n3_gres2.txt"), RANK="0", WORLD_SIZE="3")
-    [f] = findings(S.torch_wiring, host(env))
+    [f] = findings(W.torch_wiring, host(env))
     assert f.status is Status.SKIP and "batch step" in f.summary
 
 
@@ -451,7 +452,7 @@ def test_torchrun_ok():
     h = host(_torchrun(), gpus=NV4)
     [f] = findings(S.torchrun_nproc, h)
     assert f.status is Status.OK and "4 per node x 2 node(s) = WORLD_SIZE 8" in f.summary
-    assert statuses(S.torch_wiring, h) == [Status.SKIP]
+    assert statuses(W.torch_wiring, h) == [Status.SKIP]
     assert statuses(S.gpus, h) == [Status.OK]
 
 

@@ -50,7 +50,10 @@ def test_mpirun_reports_a_rank_that_looks_elsewhere():
     require_torch()
     apt.ensure("openmpi-bin")
     exe = shutil.which("mpirun.openmpi") or "mpirun"
-    cmd = [*distdoctor_argv(), "nccl-test", "--timeout", "7", "--json"]
+    # 15 s, not 7: this test failed in 5 of 7 whole-suite runs at load 6-14 (no missing_ranks in
+    # rank 0's rendezvous finding; the report was not captured, and two runs at load 8 alone
+    # passed). A wider bound leaves two slow torch imports room; the assertion now shows the finding.
+    cmd = [*distdoctor_argv(), "nccl-test", "--timeout", "15", "--json"]
     # Two leased ports, not port and port + 1: in a parallel run another test may listen on the
     # next port, and rank 1 would meet a stranger's store instead of nothing.
     port, elsewhere = free_port(), free_port()
@@ -59,5 +62,6 @@ def test_mpirun_reports_a_rank_that_looks_elsewhere():
                           env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     doc = report(proc.stdout)
-    assert checks(doc)["nccl-test.rendezvous"]["findings"][0]["evidence"]["missing_ranks"] == [1]
+    rendezvous = checks(doc)["nccl-test.rendezvous"]["findings"][0]
+    assert rendezvous["evidence"].get("missing_ranks") == [1], rendezvous
     assert f"cannot reach the rendezvous at 127.0.0.1:{elsewhere}" in proc.stderr

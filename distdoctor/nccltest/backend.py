@@ -19,9 +19,11 @@ def _has_gpu(f: Mapping[str, Any]) -> bool:
     """CUDA, NCCL, and a GPU of its own: cuda:<local rank> exists. Two ranks on a node with one GPU
     have CUDA, but the second's init fails (invalid device ordinal) and NCCL's init on the others then
     waits for it until the bound (seen on an H100: 50 s for nothing)."""
-    count = f.get("gpu.count")
-    return bool(f.get("cuda_available") and f.get("nccl.version")) and (
-        count is None or int(f.get("local_rank") or 0) < int(count))
+    try:  # a fingerprint is a peer's JSON: a number that is not one is not judged here
+        beyond = f.get("gpu.count") is not None and int(f.get("local_rank") or 0) >= int(f["gpu.count"])
+    except (TypeError, ValueError):
+        beyond = False
+    return bool(f.get("cuda_available") and f.get("nccl.version")) and not beyond
 
 
 def choose(fps: Sequence[Mapping[str, Any]], forced: str | None) -> tuple[str, list[Finding]]:

@@ -58,3 +58,8 @@ def test_forcing_nccl_with_a_rank_beyond_the_gpus_is_not_run():
 def test_no_cuda_at_all_still_names_the_build():
     blocker = backend.nccl_missing([{"rank": 0, "local_rank": 0, "cuda_available": False, "torch.version": "2.13.0+cpu"}])
     assert blocker is not None and "no usable CUDA GPU with NCCL: torch 2.13.0+cpu" in blocker.summary
+
+
+def test_a_fingerprint_with_garbled_numbers_does_not_crash_the_choice():
+    odd = {**_gpu_rank(1, 1, 2), "gpu.count": "two", "local_rank": [1]}
+    assert backend.choose([_gpu_rank(0, 0, 2), odd], None)[0] == "nccl"

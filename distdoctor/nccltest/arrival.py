@@ -97,7 +97,10 @@ def network_of(address: str, if_addrs: Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 def missing_finding(missing: list[int], waited: float, master_local: bool, ident: Identity, e: Endpoint,
-                    fps: Sequence[Mapping[str, Any]], env: Mapping[str, str], network: str = "") -> Finding:
+                    fps: Sequence[Mapping[str, Any]], env: Mapping[str, str], network: str = "",
+                    cut_short: bool = False) -> Finding:
+    """cut_short: rank 0 stopped waiting before the bound because the roll showed the job cannot
+    run (a rank claimed twice, a rank of another world size)."""
     world = ident.world_size
     placement = expected_rank_hosts(env)
     arrived_hosts = {f["host"] for f in fps} | {(f.get("slurm") or {}).get("node") for f in fps}
@@ -109,6 +112,8 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
                f"arrived{where} within {waited:.1f} s of rank 0's start")
     if never:
         summary += f"; no rank arrived from host{'s' if len(never) > 1 else ''} {', '.join(never)}"
+    if cut_short:
+        summary += " (rank 0 stopped waiting there: the finding below already means this job cannot run as launched)"
     causes = [f"the world size is {world} (from {ident.description}) but fewer processes were "
               "started, or they started elsewhere",
               "those ranks crashed before reaching the rendezvous (look at their stderr)",

@@ -27,6 +27,10 @@ from distdoctor.nccltest.session import Rank
 # long instead of at the bound (a NAT or VIP that does reach it gets that long to show).
 FAIL_FAST_S = 5.0
 ROLL_POLL_S = 0.2  # how often rank 0 rereads the roll when the arrival count and the roll disagree
+# How long rank 0 still waits for the ranks not on the roll once a sealed line shows the job
+# cannot run (a rank claimed twice, a rank of another world size): long enough for ranks started
+# together to show up in the report, far shorter than the bound they would otherwise cost.
+DOOMED_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -198,8 +202,16 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
     # The count is only a hint: anyone who reaches the port can add to it (`add("arrived", 1000)`
     # once made rank 0 read the roll at once and call healthy ranks missing). A rank is missing
-    # only when the roll itself, which only the job's token can sign, lacks it at the deadline.
+    # only when the roll itself, which only the job's token can sign, lacks it at the deadline,
+    # or when a sealed line already says this job cannot run whoever else comes (two processes
+    # on one rank, a rank of another world size): then the others get a short grace, not the bound.
+    doomed_at, cut_short = None, False
     while len(roll.fps) < rank.world and time.monotonic() < deadline:
+        if doomed_at is None and (roll.duplicates or roll.other_world):
+            doomed_at = time.monotonic()
+        if doomed_at is not None and time.monotonic() >= doomed_at + DOOMED_GRACE_S:
+            cut_short = True
+            break
         time.sleep(ROLL_POLL_S)
         roll = store_mod.read_roll(rank.token, store.get(store_mod.ROLL), rank.world)
     rank.fps = [roll.fps[r] for r in sorted(roll.fps)]
@@ -214,7 +226,8 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     trouble = [f for f in trouble if f.subject != "rendezvous"]
     if missing:
         trouble.insert(0, arrival.missing_finding(missing, waited, where.local, rank.ident, rank.endpoint,
-                                                  rank.fps, rank.host.env, where.network))
+                                                  rank.fps, rank.host.env, where.network,
+                                                  cut_short=cut_short))
         rank.recorder.extra["missing_ranks"] = missing
     rank_table(rank)
     if trouble:

@@ -54,6 +54,11 @@ class Recorder:
         with self._lock:
             self._runs[check_id] = run
 
+    def findings(self, check_id: str) -> tuple[Finding, ...]:
+        with self._lock:
+            run = self._runs.get(check_id)
+        return run.findings if run is not None else ()
+
     def has(self, check_id: str) -> bool:
         with self._lock:
             return check_id in self._runs

@@ -214,8 +214,13 @@ class Rank:
             return self.final_code
         phase = self.phase
         check_id = PHASE_CHECK.get(phase, "nccl-test.init")
+        # What the phase had already concluded (the ranks that never arrived) is the cause; on a
+        # loaded node the bound can come while its report is being written: keep it, first.
+        prior = self.recorder.findings(check_id)
         hog = self.clock.hog()
         summary = f"{phase} did not finish within the {self.args.timeout:g} s bound"
+        if prior:
+            summary = f"{phase} had its answer, but the report was not out within the {self.args.timeout:g} s bound"
         if hog and hog[0] != phase:
             summary += f": {hog[0]} took {hog[1]:.1f} s of it"
         culprit = hog[0] if hog else phase
@@ -230,7 +235,7 @@ class Rank:
         explanation = f"time by phase: {self.clock.blame()}. {why}"
         timeout = Finding(Status.TIMEOUT, summary, explanation=explanation,
                           fix="distdoctor nccl-test -v   # every rank logs its progress to stderr")
-        self.recorder.add(check_id, [timeout], time.monotonic() - self.started, status=Status.TIMEOUT)
+        self.recorder.add(check_id, [*prior, timeout], time.monotonic() - self.started, status=Status.TIMEOUT)
         code = report_mod.exit_code(self.recorder.runs(self.wanted, ""))
         channel = self.monitor or self.channel  # the main connection may be blocked in a call
         try:  # first, so that the other ranks can end with the same code while this one reports
@@ -238,7 +243,7 @@ class Rank:
         except Exception:  # no store: the others end at their own bound
             pass
         others = [f["rank"] for f in self.fps if f["rank"] != 0]
-        findings = [timeout] + self.reported_failures(channel, others)
+        findings = [*prior, timeout] + self.reported_failures(channel, others)
         quiet = [r for r in others if not channel.store.check([f"res/{r}"])] if channel is not None else others
         states = {r: text for r, (_p, text) in self.rank_states(quiet).items()} if quiet else {}
         if states:

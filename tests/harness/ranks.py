@@ -94,3 +94,10 @@ def checks(doc: dict) -> dict[str, dict]:
 
 def statuses(doc: dict) -> dict[str, str]:
     return {c["id"]: c["status"] for c in doc["checks"]}
+
+
+def trouble(doc: dict) -> list[str]:
+    """Every finding that is not ok, one line each: what an assertion on a report shows when it
+    fails (the whole checks list is cut short by pytest's repr)."""
+    return [f"{c['id']} {f['status']}: {f['summary']}" for c in doc.get("checks", [])
+            for f in c.get("findings", []) if f.get("status") != "ok"]

@@ -52,12 +52,15 @@ def test_two_processes_claiming_rank_1_are_both_named():
         ranks.start(["--timeout", str(TIMEOUT)], rank_env(1, 3, port))
         ranks.start(["--timeout", str(TIMEOUT)], rank_env(1, 3, port))
         out = ranks.finish(TIMEOUT + MARGIN)
+        wall = time.monotonic() - ranks.started
     doc = report(out[0][1])
     assert [rc for rc, _, _ in out] == [1, 1, 1], [e for _, _, e in out]
     text = rendezvous_text(doc)
     assert "rank 1 is claimed by 2 processes: vm pid" in text.replace(doc["host"], "vm"), text
-    assert "rank 2 of 3 never arrived" in text
+    assert "rank 2 of 3 never arrived" in text and "rank 0 stopped waiting there" in text, text
     assert "Traceback" not in "".join(e for _, _, e in out)
+    # The duplicate already means the job cannot run: rank 2 is given a grace, not the bound.
+    assert wall < TIMEOUT / 2, wall
 
 
 def test_a_rank_of_another_world_size_is_named_at_once():
@@ -72,7 +75,7 @@ def test_a_rank_of_another_world_size_is_named_at_once():
     assert [rc for rc, _, _ in out] == [1, 1], [e for _, _, e in out]
     text = rendezvous_text(doc)
     assert "1 process of this job thinks the world size is 3, not 2: rank 1 (" in text, text
-    assert wall < TIMEOUT, "named when the rank arrives, not at the bound"
+    assert wall < TIMEOUT / 2, f"named when the rank arrives, not at the bound: {wall:.1f} s"
 
 
 STRANGER = """

@@ -32,3 +32,14 @@ def test_master_addr_of_another_host_still_gets_the_address_that_works():
     [_, found] = _launch("node2", "node1", ["10.143.132.12"], {"10.143.132.11"}, ["10.143.132.11"])
     assert found.summary.startswith("MASTER_ADDR node2 (10.143.132.12) is not an address of rank 0's host node1")
     assert found.fix == "export MASTER_ADDR=node1"
+
+
+def test_a_wait_cut_short_by_a_doomed_roll_says_why_the_rank_is_missing():
+    ident = Identity(0, 3, 0, "env", "RANK/WORLD_SIZE", kind="env")
+    e = Endpoint("127.0.0.1", 29500, "MASTER_ADDR", "MASTER_PORT")
+    fps = [{"rank": 0, "host": "vm"}, {"rank": 1, "host": "vm"}]
+    short = arrival.missing_finding([2], 3.1, True, ident, e, fps, {}, cut_short=True)
+    full = arrival.missing_finding([2], 27.5, True, ident, e, fps, {})
+    assert short.summary.startswith("rank 2 of 3 never arrived within 3.1 s of rank 0's start")
+    assert "rank 0 stopped waiting there" in short.summary
+    assert "stopped waiting" not in full.summary

@@ -108,13 +108,21 @@ def test_readme_has_two_commands_and_ci_runs_the_second():
     with open(os.path.join(REPO, ".ci", "run")) as fh:
         ci = [line for line in fh.read().splitlines()
               if line and not line.startswith(("#", "set ", "cd ", "export PIP_", " "))]
-    # The README's command (CI also prints the slowest tests), its suite after a collection that
-    # writes the bytecode caches, and beside the suite what is not a test of behaviour: the type
-    # hints and fresh-venv installs.
-    install, suite = commands[1].replace("pip install -e", "pip install -q -e").split(" && .venv/bin/pytest")
-    assert suite == ""
-    assert ci[ci.index("unset PYTHONDONTWRITEBYTECODE") + 1:][:2] == [
-        install, ".venv/bin/pytest --collect-only -q -p no:cacheprovider -n0 > /dev/null"]
+    # The README's command, read from the README and run verbatim up to the suite, which CI starts
+    # itself (it also prints the slowest tests) after a collection that writes the bytecode
+    # caches; beside the suite what is not a test of behaviour: the type hints and fresh-venv installs.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart", os.path.join(REPO, ".ci", "quickstart.py"))
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    assert quickstart.commands() == commands
+    assert quickstart.test_head(commands[1]) + " && .venv/bin/pytest" == commands[1]
+    [run_head] = [i for i, line in enumerate(ci) if "$(python3 .ci/quickstart.py test-head)" in line]
+    assert ci[run_head].startswith('PATH="$PWD/.ci/bin:$PATH" ')
+    assert ci[run_head].endswith(' bash -c "$(python3 .ci/quickstart.py test-head)"')
+    collect = ci.index(".venv/bin/pytest --collect-only -q -p no:cacheprovider -n0 > /dev/null")
+    assert run_head < collect < ci.index(".venv/bin/pytest --durations=25 || rc=$?")
     assert ".venv/bin/pytest --durations=25 || rc=$?" in ci
     beside = ci[:ci.index(".venv/bin/pytest --durations=25 || rc=$?")]
     assert any(line.startswith("nice -n 19 .venv/bin/mypy ") and line.endswith("& mypy=$!") for line in beside), ci

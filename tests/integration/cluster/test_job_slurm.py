@@ -59,7 +59,7 @@ def test_jsonl_is_one_whole_line_per_node(slurm_cluster, job_env):
 def test_a_node_with_another_secret_is_named_not_trusted(slurm_cluster, job_env, tmp_path):
     """Rank 0 refuses a report it cannot authenticate: the other node is named in the report. A
     refused report does not end rank 0's wait for that node (a stranger could send one in the
-    node's name), so rank 0 waits out the job's bound (--timeout 20, plus 10 s to gather)."""
+    node's name), so rank 0 waits out the job's bound (--timeout 10, plus 10 s to gather)."""
     script = tmp_path / "other-secret.sh"
     script.write_text("#!/bin/sh\n"
                       "[ \"$SLURM_NODEID\" = 1 ] && export DISTDOCTOR_JOB_SECRET=not-the-jobs-secret-0123456789abcdef\n"
@@ -68,11 +68,11 @@ def test_a_node_with_another_secret_is_named_not_trusted(slurm_cluster, job_env,
     import time
 
     start = time.monotonic()
-    proc = slurm_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "20"],
+    proc = slurm_cluster.srun(["-N2", "-n2", str(script), "check", "--format", "json", "--timeout", "10"],
                            env=job_env, timeout=120)
     took = time.monotonic() - start
     doc = load_report(proc.stdout)
-    assert took < 20 + 10 + 15, took  # the bound holds (srun's own start and stop included)
+    assert took < 10 + 10 + 15, took  # the bound holds (srun's own start and stop included)
     assert "rank 0 could not authenticate this node's report" in proc.stderr
     assert doc["cluster"]["answered"] == 1
     assert "node2" in doc["cluster"]["missing"]

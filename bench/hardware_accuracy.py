@@ -1,13 +1,13 @@
 """How many of the labelled real captures the hardware checks judge right (docs/hardware.md).
 
 Every capture in tests/data/{nvidia_smi_q,kernel_log,nvlink,fabric_manager,dcgmi,perfquery,
-nvidia_smi_fabric,imex}/INDEX.md and tests/data/ib_sysfs has a label: faulty (a fault a node should
+nvidia_smi_fabric,imex,ibstat,ibdiagnet}/INDEX.md and tests/data/ib_sysfs has a label: faulty (a fault a node should
 be drained or inspected for), app (only the application's own errors), warning (worth a look, never
 a drain) or healthy. Each is put on a FakeHost the way the checks read a live node (nvidia-smi
 -q/-q -x answered from the capture, a kernel log as /dev/kmsg, a sysfs tree as files, dcgmi health
 -c as dcgmi's answer) and the checks that read it run through the engine; the outputs distdoctor
 reads only from a paste (dcgmi diag, perfquery, ibqueryerrors, a Fabric section, nvidia-imex-ctl)
-go through `distdoctor log`'s paste reader. Printed: per capture the verdict, then faults named,
+go through `distdoctor log`'s paste reader (ibstat and ibdiagnet too). Printed: per capture the verdict, then faults named,
 false drains of healthy or application-only nodes.
 
     python bench/hardware_accuracy.py
@@ -34,7 +34,7 @@ from distdoctor.testing import FakeHost, fixture_text, run_check  # noqa: E402
 DATA = os.path.join(ROOT, "tests", "data")
 TABLE = os.path.join(DATA, "nvidia_smi", "nvidia-smi_565_8xH100SXM_cuda12.7.txt")
 H100 = os.path.join(DATA, "nvidia_smi_q", "q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt")
-PASTED = ("perfquery", "nvidia_smi_fabric", "imex", "ibstat")
+PASTED = ("perfquery", "nvidia_smi_fabric", "imex", "ibstat", "ibdiagnet")
 GPU_CHECKS = [gpuhealth.memory_errors, gpuhealth.pcie_link, gpuhealth.throttle, gpufabric.mig_consistency,
               gpufabric.fabric]
 

@@ -18,6 +18,7 @@ from distdoctor.facts.gpu import CHECK_TIMEOUT
 from distdoctor.hardware import recovery
 from distdoctor.hardware import xid as xid_catalogue
 from distdoctor.hardware.actions import needs_drain, strongest
+from distdoctor.hardware.nvlink import expected_links
 from distdoctor.hardware.thresholds import load as thresholds
 from distdoctor.host.nvml_health import clock_reason_names
 from distdoctor.parsers import ParseError
@@ -301,20 +302,43 @@ def nvlink(ctx: Context):
         yield skip(f"NVLink state not read: {state.problem}")
         return
     linked = [g for g in state.gpus if g.active]
-    expected = int(ctx.params.get("expected_links", 0))
-    if not linked and not expected:
+    site = int(ctx.params.get("expected_links", 0))
+    if not linked and not site:
         # No link up anywhere: no NVLink, or a PCIe card whose bridge is not fitted (it lists every
-        # link <inactive>). A site that expects links says so with expected_links.
+        # link <inactive>), or an SXM module in a VM. A site that expects links says so with expected_links.
+        # An SXM module that lists its links down is named, not drained: with no link up anywhere
+        # the node may be a VM or have its NVSwitch fabric down (gpu.fabric's to judge).
+        down = [g for g in state.gpus if (g.all_inactive or g.inactive) and expected_links(g.name)]
+        for g in down:
+            yield warn(f"GPU{g.index} ({g.name}): every NVLink link inactive, none up on this node",
+                       subject=f"GPU{g.index}", action="reset-gpu",
+                       evidence={"gpu": g.index, "name": g.name, "inactive": g.inactive,
+                                 "all_inactive": g.all_inactive, "expected": expected_links(g.name),
+                                 "source": state.source},
+                       explanation="This product uses all its NVLink links on every board NVIDIA ships it on. With "
+                                   "no link up on any GPU the cause may be the node's NVSwitch fabric (see "
+                                   "gpu.fabric) or a VM that hides the links; a module whose links stay down after a "
+                                   "reset is hardware (gpud#1085).",
+                       fix=f"nvidia-smi -r -i {g.index}   # with no process on it; then: nvidia-smi nvlink -s -i {g.index}")
+        if down:
+            return
         yield skip("no active NVLink on this node's GPUs" + (" (links listed, none active)" if any(
-            g.links for g in state.gpus) else ""))
+            g.links or g.all_inactive for g in state.gpus) else ""))
         return
-    # Without a site's number, the GPU with the most active links sets what the others should have.
-    expected = expected or max(len(g.active) for g in linked)
+    # Without a site's number, the GPU with the most active links sets what the others should have;
+    # a GPU that lists links down counts against its SXM product's own number (hardware/nvlink.toml)
+    # too, so a paste of one GPU, or a node whose GPUs all lost the same link, is judged. A link not
+    # listed at all is not counted as down: the driver lists every link, so a short list is a cut paste.
+    most = max((len(g.active) for g in linked), default=0)
     limit = int(ctx.params.get("max_errors", 1000))
     found = False
     for g in state.gpus:
         active = g.active
-        if len(active) < expected:
+        product = expected_links(g.name) if g.inactive or g.all_inactive else None
+        expected = site or max(most, product or 0)
+        # a paste that cut this GPU's listing shows only some of its links: count only what it lists
+        counted = len(active) + len(g.inactive) if g.elided else expected
+        if len(active) < min(expected, counted):
             found = True
             yield fail(f"GPU{g.index}: {len(active)} of {expected} NVLink links active"
                        + (f" (inactive: {', '.join(map(str, g.inactive))})" if g.inactive else ""),
@@ -338,7 +362,7 @@ def nvlink(ctx: Context):
                                        "NVSwitch tray inspected.",
                            fix=f"nvidia-smi nvlink -e -i {g.index}   # reset the counters with -r 0 and watch them")
     if not found:
-        yield ok(f"{plural(len(linked), 'GPU')} with {expected} NVLink links each, all active, counters under {limit}")
+        yield ok(f"{plural(len(linked), 'GPU')} with {site or most} NVLink links each, all active, counters under {limit}")
 
 
 # --- PCIe ------------------------------------------------------------------------------------

@@ -33,21 +33,39 @@ def rules() -> dict:
     for row in data.get("message", []):
         if not is_action(row["action"]):
             raise ValueError(f"dcgm.toml: unknown action {row['action']!r}")
-        compiled.append((re.compile(row["match"], re.I), row["action"], row.get("why", ""), row.get("fix", "")))
+        compiled.append((re.compile(row["match"], re.I), row["action"], row.get("why", ""), row.get("fix", ""),
+                         row.get("relayed", "")))
     for table in (data["diag"]["category"], data["health"]["system"]):
         for key, action in table.items():
             if not is_action(action):
                 raise ValueError(f"dcgm.toml: {key!r} has an unknown action {action!r}")
-    return {"message": compiled, "category": data["diag"]["category"], "system": data["health"]["system"]}
+    # DCGM 4's health tree says "NVLINK system" where DCGM 3's table says "NVLink system"
+    system = {k.lower(): v for k, v in data["health"]["system"].items()}
+    return {"message": compiled, "category": data["diag"]["category"], "system": system}
 
 
-def _by_message(texts) -> tuple[str, str, str] | None:
-    """(action, why, fix) of the first message rule any text matches."""
-    for pattern, action, why, fix in rules()["message"]:
+def _by_message(texts) -> tuple[str, str, str, str, re.Pattern[str]] | None:
+    """(action, why, fix, relayed, pattern) of the first message rule any text matches."""
+    for pattern, action, why, fix, relayed in rules()["message"]:
         for text in texts:
             if pattern.search(text[:4096]):
-                return action, why, fix
+                return action, why, fix, relayed, pattern
     return None
+
+
+def _relayed(rule, texts):
+    """(the check that judges this fault first-hand, the rule to apply): the check where every text
+    is of a relayed rule; else the rule the other texts give (a relayed rule never sets the action of
+    a failure that has more to it)."""
+    if rule is None or not rule[3]:
+        return "", rule
+    rest = [t for t in texts if not rule[4].search(t[:4096])]
+    return ("", _by_message(rest)) if rest else (rule[3], rule)
+
+
+def _system_action(system: str) -> str:
+    table = rules()["system"]
+    return table.get(system.lower(), table[""])
 
 
 def _gpus(gpus) -> str:
@@ -87,6 +105,11 @@ def _diag_test(test: DiagTest, where: str) -> Finding | None:
                 "results": [[g, s] for g, s in test.results][:64],
                 "messages": [[m.level, m.gpu, m.text[:400]] for m in test.messages][:16], "source": SOURCE}
     said = f": {message[:200]}" if message else ""
+    relayed, rule = _relayed(rule, [m.text for m in test.messages if m.level in ("error", "warning")])
+    if test.status == "fail" and relayed:
+        return warn(f"dcgmi diag: {named} failed on {_gpus(gpus)}{said}", subject=_subject(gpus), action="none",
+                    evidence={**evidence, "judged_by": relayed}, explanation=rule[1] + ".",
+                    fix=rule[2] or f"distdoctor check --only {relayed}")
     if test.status == "fail":
         action = rule[0] if rule else rules()["category"].get(test.category, rules()["category"][""])
         why = rule[1] if rule else (f"DCGM's {test.category or 'diagnostic'} test failed: "
@@ -123,8 +146,9 @@ def judge_health(health: DcgmHealth) -> list[Finding]:
     out = []
     for inc in health.incidents:
         rule = _by_message([inc.message])
-        system_action = rules()["system"].get(inc.system, rules()["system"][""])
+        system_action = _system_action(inc.system)
         action = rule[0] if rule else system_action
+        relayed, rule = _relayed(rule, [inc.message])
         who = inc.entity or "the node"
         evidence = {"entity": inc.entity, "gpu": inc.gpu, "system": inc.system, "severity": inc.severity,
                     "message": inc.message[:400], "source": SOURCE}
@@ -132,7 +156,11 @@ def judge_health(health: DcgmHealth) -> list[Finding]:
                   f"{inc.message[:200]}"
         gpus = (inc.gpu,)
         why = (rule[1] if rule else f"DCGM's {inc.system} health watch reported it") + "."
-        if inc.severity == "fail":
+        if inc.severity == "fail" and relayed and rule is not None:
+            out.append(warn(summary, subject=who.replace(" ", ""), action="none",
+                            evidence={**evidence, "judged_by": relayed, "action_if_failure": system_action},
+                            explanation=why, fix=rule[2] or f"distdoctor check --only {relayed}"))
+        elif inc.severity == "fail":
             out.append(fail(summary, subject=who.replace(" ", ""), action=action, evidence=evidence,
                             explanation=why, fix=_fix(action, gpus, rule[2] if rule else "")))
         else:

@@ -43,7 +43,7 @@ _LD_ENTRY = re.compile(r"^\s+lib\S+ \([^)]*\)(?: => \S+)?\s*$")
 _DCGMI_DIAG = re.compile(r"^(?:Successfully ran diagnostic for group\.|\|\s*Diagnostic\s+\|\s*Result\s*\||"
                          r"[|+]-----\s+(?:Metadata|Deployment|Integration|Hardware|Stress)\s+-+\+|"
                          r"\|[^|]{2,40}\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+(?:All|GPUs?:[\d,\s]+)\s*\|)")
-_DCGMI_JSON = re.compile(r'^\{?\s*"DCGM GPU Diagnostic"\s*:')
+_DCGMI_JSON = re.compile(r'^\{?\s*"DCGM (?:GPU )?Diagnostic"\s*:')  # DCGM 4 dropped "GPU"
 _DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
 _TABLE_LINE = re.compile(r"^\s*[|+]")
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+\d+", re.I)

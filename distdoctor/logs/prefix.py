@@ -96,7 +96,9 @@ _FIRST = {
     "c10d": "[", "clock": "[", "nccl": _UPPER + _LOWER + _DIGITS, "indent": " \t",
 }
 _BY_FIRST = {chr(c): tuple((n, p) for n, p in _PATTERNS if chr(c) in _FIRST[n]) for c in range(128)}
-_BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+")
+# torch's ProcessGroupNCCL says whose group it destroys as its process ends on an NCCL error
+_BODY_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\brank (?P<nrank>\d+) nranks \d+|"
+                        r"^Process Group destroyed on rank (?P<drank>\d+)$")
 # srun and slurmstepd report on a task's behalf: "srun: error: node2: task 1: Killed",
 # "srun: error: node2: tasks 0-3: Exited with exit code 1", "*** STEP 3.0 ON node1 CANCELLED AT ..."
 _SLURM_WHO = re.compile(r"^srun: error: (?P<host>[A-Za-z0-9][\w.-]*): tasks? (?P<rank>\d+)|"
@@ -197,7 +199,7 @@ def split(line: str, dispatch: bool = True) -> Prefixed:
             break
     b = _BODY_RANK.search(text) if ("ank " in text) else None
     if b is not None and rank is None:
-        rank = int(b.group("rank") or b.group("nrank"))
+        rank = int(b.group("rank") or b.group("nrank") or b.group("drank"))
     if "srun: error: " in text or "***" in text:
         w = _SLURM_WHO.search(text)
         if w is not None:

@@ -37,9 +37,14 @@ INFO_KEYWORDS = ("NCCL version", "Bootstrap", "NET/Socket", "NET/IB : Using", "N
 # the chatter (" nranks " against COLL lines' "[nranks=64]") doubles the search time.
 # Errors the catalogue may not know: an exception line, a signal, NCCL's WARN. When no signature
 # matches anywhere, the earliest of these is still worth naming (with its rank and host).
-ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dumped", "FATAL", "UCX  ERROR", "UCX ERROR")
+# A C library's own error line names its source location first: Open MPI's components
+# ("pml_ucx.c:285  Error: UCP worker does not support MPI_THREAD_MULTIPLE") and UCX before 1.4
+# ("ucp_worker.c:260  Fatal: No uct_ep_h ...").
+ERROR_KEYWORDS = ("Error", "Exception", "WARN", "Segmentation fault", "core dumped", "FATAL", "UCX  ERROR", "UCX ERROR",
+                  "Fatal: ")
 _ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b[^:\n]{0,80}: \S|\bNCCL WARN\b|^(?:\S+ )?WARN \S|"
-                    r"Segmentation fault|core dumped|\bFATAL\b|\bUCX +ERROR\b")
+                    r"Segmentation fault|core dumped|\bFATAL\b|\bUCX +ERROR\b|"
+                    r"^\s*\w[\w-]*\.(?:c|cc|cpp|cu|h):\d+ +(?:Error|Fatal): \S")
 MAX_UNKNOWN = 1000
 # lines worth a second, case-blind look at the catalogue when nothing matched them as written
 _ERRORISH = re.compile(r"(?i)error|fail|warn|refused|timed out|timeout|abort|denied")

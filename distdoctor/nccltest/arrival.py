@@ -4,6 +4,7 @@ functions of what rank 0 saw (its addresses, what MASTER_ADDR resolves to, the r
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -96,11 +97,17 @@ def network_of(address: str, if_addrs: Mapping[str, Sequence[Mapping[str, Any]]]
     return ""
 
 
+# Rank 0's own start took at least this share of its whole wait: the missing ranks may have been
+# slower to start, not absent.
+SLOW_START_SHARE = 0.4
+
+
 def missing_finding(missing: list[int], waited: float, master_local: bool, ident: Identity, e: Endpoint,
                     fps: Sequence[Mapping[str, Any]], env: Mapping[str, str], network: str = "",
-                    cut_short: bool = False) -> Finding:
+                    cut_short: bool = False, own_start: float = 0.0, bound: float = 0.0) -> Finding:
     """cut_short: rank 0 stopped waiting before the bound because the roll showed the job cannot
-    run (a rank claimed twice, a rank of another world size)."""
+    run (a rank claimed twice, a rank of another world size). own_start: the seconds rank 0 took
+    to reach the rendezvous (python, import torch), which every rank pays; bound: --timeout."""
     world = ident.world_size
     placement = expected_rank_hosts(env)
     arrived_hosts = {f["host"] for f in fps} | {(f.get("slurm") or {}).get("node") for f in fps}
@@ -119,6 +126,13 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
               "those ranks crashed before reaching the rendezvous (look at their stderr)",
               f"they cannot reach {e.addr}:{e.port} (firewall, wrong MASTER_ADDR, "
               "a different MASTER_PORT on their side)"]
+    slow_start = own_start >= SLOW_START_SHARE * waited and bound > 0 and not cut_short
+    if slow_start:
+        # A slow shared filesystem makes every rank's import of torch slow, some nodes' slower:
+        # what rank 0 paid to start says whether the others may simply still have been starting.
+        causes.insert(0, f"they were still starting: rank 0 itself took {own_start:.1f} s of the {bound:g} s bound "
+                         "to start (python, import torch), and a node with a colder cache or a slower filesystem "
+                         "takes longer")
     if not master_local:
         # The launch step named MASTER_ADDR with its fix; the missing ranks are its consequence,
         # not a second problem with a second fix.
@@ -128,6 +142,9 @@ def missing_finding(missing: list[int], waited: float, master_local: bool, ident
                               "arrived_hosts": sorted(h for h in arrived_hosts if h)})
     fix = [Fix((f"timeout 5 bash -c '</dev/tcp/{e.addr}/{e.port}' && echo reachable",),
                comment="on a host of a missing rank, while the test runs:")]
+    if slow_start:
+        fix.insert(0, Fix(comment=f"if they were still starting, run the test again with a longer bound: "
+                                  f"--timeout {math.ceil(max(2 * bound, bound + 2 * own_start))}"))
     # Rank 0 arrived, so its own node is where a firewall that drops inbound traffic sits when
     # the others time out (they say so on their stderr: 'connection timed out'): let the
     # cluster network in there, ahead of the drop rule (`nft add rule` would append after it).

@@ -194,6 +194,7 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     for the count, then reads the roll once (one key, whatever the world size)."""
     store = rank.channel.store
     store.append(store_mod.ROLL, store_mod.roll_line(rank.token, fp))
+    own_start = time.monotonic() - rank.started  # python, import torch, launch: what the others pay too
     deadline = rank.phase_deadline()
     if not where.local:
         deadline = min(deadline, time.monotonic() + FAIL_FAST_S)
@@ -227,7 +228,7 @@ def rendezvous(rank: Rank, fp: dict[str, Any], where: Launch) -> bool:
     if missing:
         trouble.insert(0, arrival.missing_finding(missing, waited, where.local, rank.ident, rank.endpoint,
                                                   rank.fps, rank.host.env, where.network,
-                                                  cut_short=cut_short))
+                                                  cut_short=cut_short, own_start=own_start, bound=rank.args.timeout))
         rank.recorder.extra["missing_ranks"] = missing
     rank_table(rank)
     if trouble:

@@ -24,6 +24,7 @@ _PER_GPU = re.compile(r"^GPU\s?(?P<gpu>\d+):\s*(?P<status>[A-Za-z ]+?)\s*$")
 _MESSAGE_ROWS = {"warning": "warning", "error": "error", "info": "info"}
 _META = {"dcgm version": "version", "driver version detected": "driver", "gpu device ids detected": "device_ids"}
 _GPU_IN_TEXT = re.compile(r"\bGPU\s?(\d+)\b")
+_JSON_ROOTS = ("DCGM GPU Diagnostic", "DCGM Diagnostic")  # DCGM 2-3, DCGM 4
 
 
 def status_word(word: str) -> str:
@@ -220,7 +221,9 @@ def _gpu_ids(value) -> list[int | None]:
 def parse_diag_json(text: str) -> DcgmDiag:
     """`dcgmi diag -r N -j`: {"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests":
     [{"name", "results": [{"gpu_ids", "status", "warnings", "info"}]}]}], "version"}}; null entries
-    between tests (DCGM 3.1) are skipped. Text printed before the document is ignored."""
+    between tests (DCGM 3.1) are skipped. DCGM 4.x: the root is "DCGM Diagnostic", each result names
+    its entity ("entity_group": "GPU", "entity_id": N), version and driver sit in "metadata".
+    Text printed before the document is ignored."""
     start = text.find("{")
     if start < 0:
         raise ParseError("dcgmi diag -j", "no JSON object", 1 if text else None, text)
@@ -228,9 +231,13 @@ def parse_diag_json(text: str) -> DcgmDiag:
         doc, _end = json.JSONDecoder().raw_decode(text[start:])
     except ValueError as exc:
         raise ParseError("dcgmi diag -j", f"not JSON: {exc}", text[:start].count("\n") + 1, text) from None
-    root = doc.get("DCGM GPU Diagnostic", doc) if isinstance(doc, dict) else None
+    root = None
+    if isinstance(doc, dict):
+        # DCGM 4.x renamed the root and moved version and driver into a "metadata" object
+        root = next((doc[k] for k in _JSON_ROOTS if isinstance(doc.get(k), dict)), doc)
     if not isinstance(root, dict):
         raise ParseError("dcgmi diag -j", "no \"DCGM GPU Diagnostic\" object", 1, text)
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else root
     categories = root.get("test_categories")
     if not isinstance(categories, list):
         # DCGM 4.x: the tests at the top, without categories
@@ -247,7 +254,9 @@ def parse_diag_json(text: str) -> DcgmDiag:
             for r in test.get("results") or ():
                 if not isinstance(r, dict):
                     continue
-                gpu_field = r.get("gpu_ids", r.get("gpu_id", r.get("entity_id")))
+                # DCGM 4.x names each result's entity; only a GPU entity's id is a GPU index
+                entity = r.get("entity_id") if str(r.get("entity_group", "GPU")).upper() == "GPU" else None
+                gpu_field = r.get("gpu_ids", r.get("gpu_id", entity))
                 status = status_word(r.get("status", ""))
                 gpus = _gpu_ids(gpu_field)
                 results.extend((g, status) for g in gpus)
@@ -262,8 +271,8 @@ def parse_diag_json(text: str) -> DcgmDiag:
                                   _worst(s for _, s in results), tuple(results), tuple(messages)))
     if not tests:
         raise ParseError("dcgmi diag -j", "no test results in the document", 1, text)
-    return DcgmDiag(tuple(tests), str(root.get("version", "")), str(root.get("Driver Version Detected",
-                                                                             root.get("driver_version", ""))),
+    return DcgmDiag(tuple(tests), str(meta.get("version", "")), str(meta.get("Driver Version Detected",
+                                                                             meta.get("driver_version", ""))),
                     "", "json")
 
 

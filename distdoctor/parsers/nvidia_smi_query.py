@@ -65,7 +65,8 @@ class QueryReport:
 
 
 _ABSENT = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown", "[unknown error]",
-           "requested functionality has been deprecated", "[gpu is lost]", "none"}
+           "requested functionality has been deprecated", "[gpu is lost]", "none",
+           "not found"}  # a vGPU host driver's "CUDA Version : Not Found" (R535, tests/data/nvidia_smi_q)
 
 
 def _num(value: str | None) -> int | None:
@@ -307,7 +308,7 @@ def parse_query_xml(text: str) -> QueryReport:
     if root.tag != "nvidia_smi_log":
         raise ParseError(TOOL, f"the XML's root is <{root.tag}>, not <nvidia_smi_log>")
     gpus = tuple(_xml_gpu(i, g) for i, g in enumerate(root.findall("gpu")))
-    return QueryReport((root.findtext("driver_version") or "").strip(), (root.findtext("cuda_version") or "").strip(),
+    return QueryReport((root.findtext("driver_version") or "").strip(), _word(root.findtext("cuda_version")),
                        gpus, "xml")
 
 

@@ -9,13 +9,17 @@
              Link 0: CRC Errors: 65535
 
 A GPU without NVLink prints nothing under its header (an A10) or says so; both read as no links.
+Newer drivers print "NVML: Unable to retrieve NVLink information as all links are inActive" under a
+GPU whose links all went down (gpud#1085, a B200): no link listed, `all_inactive` set. A paste's
+elision line (`...`, `....`, `[...]`) marks the GPU above it as cut (`elided`): its links are not all
+there to count; one before any GPU is dropped.
 Counters saturate at 65535 on older drivers: the value is a floor, not a count.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from distdoctor.parsers import ParseError
 
@@ -24,6 +28,8 @@ TOOL = "nvidia-smi nvlink"
 _GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
 _STATE = re.compile(r"^Link (\d+): (?:<(inactive|Inactive)>|([\d.]+) GB/s)\s*$")
 _ERROR = re.compile(r"^Link (\d+): ([A-Za-z][A-Za-z /-]*?) Errors?: (\d+)\s*$")
+_ELISION = re.compile(r"^(?:\.{3,}|\[\.\.\.\]|\u2026)$")
+_ALL_INACTIVE = re.compile(r"^NVML: Unable to retrieve NVLink information as all links are inactive\b", re.I)
 COUNTER_MAX = 65535
 
 
@@ -34,6 +40,8 @@ class NvlinkGpu:
     uuid: str = ""
     links: dict[int, float | None] = field(default_factory=dict)  # link -> GB/s, None when inactive
     errors: dict[int, dict[str, int]] = field(default_factory=dict)  # link -> {"crc": n, "replay": n, ...}
+    all_inactive: bool = False  # the driver said every link is inactive (no link listed)
+    elided: bool = False  # the paste cut this GPU's listing: its links are not all here
 
     @property
     def active(self) -> list[int]:
@@ -53,6 +61,13 @@ def _gpus(text: str, line_kind) -> tuple[NvlinkGpu, ...]:
         head = _GPU.match(line)
         if head:
             gpus.append(NvlinkGpu(int(head.group(1)), head.group(2).strip(), head.group(3) or ""))
+            continue
+        if _ELISION.match(line):
+            if gpus:
+                gpus[-1] = replace(gpus[-1], elided=True)
+            continue
+        if gpus and _ALL_INACTIVE.match(line):
+            gpus[-1] = replace(gpus[-1], all_inactive=True)
             continue
         if not gpus:
             raise ParseError(TOOL, "a line before any 'GPU n:' header", number, raw)

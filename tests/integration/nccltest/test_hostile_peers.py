@@ -255,10 +255,14 @@ def test_a_rank_of_another_job_on_the_same_port_is_named_by_both_sides():
     says the rendezvous is another job's. Neither passes."""
     require_torch()
     port = free_port()
+    # A's own rank 1 never comes, so A's rank 0 waits to its rendezvous deadline (three quarters
+    # of the bound): enough for B's rank to start and be turned away on a loaded machine, and
+    # 12 s less than TIMEOUT.
+    bound = 18
     with Ranks() as ranks:
-        ranks.start(["--timeout", str(TIMEOUT), "--json"], rank_env(0, 2, port, DISTDOCTOR_JOB_TOKEN="job-a"))
-        ranks.start(["--timeout", str(TIMEOUT)], rank_env(1, 2, port, DISTDOCTOR_JOB_TOKEN="job-b"))
-        out = ranks.finish(TIMEOUT + MARGIN)
+        ranks.start(["--timeout", str(bound), "--json"], rank_env(0, 2, port, DISTDOCTOR_JOB_TOKEN="job-a"))
+        ranks.start(["--timeout", str(bound)], rank_env(1, 2, port, DISTDOCTOR_JOB_TOKEN="job-b"))
+        out = ranks.finish(bound + MARGIN)
     doc = report(out[0][1])
     text = rendezvous_text(doc)
     assert "rank 1 of 2 never arrived" in text, text

@@ -102,7 +102,7 @@ def test_a_report_with_another_key_is_refused_at_once_and_named_by_its_claim():
         why = jobreport.send_report(sender, jobreport.job_key(b"x" * 32, p.seed), {"host": "b"}, time.monotonic() + 20)
         assert time.monotonic() - start < 5
         assert why == "rank 0 could not authenticate this node's report: its job secret differs"
-        assert g.wait(1, time.monotonic() + 5) == {}
+        assert g.wait(1, time.monotonic() + 1) == {}  # refused, not a report: nothing was kept
         assert list(g.rejected) == ["b"] and "failed authentication" in g.rejected["b"]
     finally:
         g.close()

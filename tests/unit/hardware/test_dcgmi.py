@@ -27,10 +27,17 @@ DIAG = {
     "diag_j_310_8gpu_all_pass_dcgm_jsonresult_test.json": (Status.OK, {""}, ""),
     "diag_r2_331_gpu0_memory_fail_cuda_busy_godcgm52_EXCERPT.txt": (Status.FAIL, {"reset-gpu"}, "GPU0"),
     "diag_r_423_dcgm4_4gpu_pod_preamble_dcgm253_EXCERPT.txt": (Status.OK, {""}, ""),
+    # second first-sight round: DCGM 4.2/4.5 -j documents (a persistence-mode setting, never a drain)
+    # and a PCIe test DCGM 2.4 failed only for NVLink links of GPUs that have none (relayed: a WARN)
+    "diag_j_423_gb10_software_persistence_fail_glimmer.json": (Status.FAIL, {"fix-config"}, "GPU0"),
+    "diag_j_452_gb10_persistence_fail_memory_pcie_pass_glimmer.json": (Status.FAIL, {"fix-config"}, "GPU0"),
+    "diag_j_452_gb10_persistence_fail_plugins_skipped_glimmer.json": (Status.FAIL, {"fix-config"}, "GPU0"),
+    "diag_r2_246_A100_pcie_fail_nvlink_down_no_nvlink_dcgm49_EXCERPT.txt": (Status.WARN, {"none"}, "GPUs"),
 }
 HEALTH = {
     "health_c_461_L4_power_violation_warning.txt": (Status.WARN, {"none"}, "GPU0"),
     "health_c_pcie_replay_inforom_warning_dcgm_user_guide.txt": (Status.WARN, {"none"}, "GPU0"),
+    "health_c_A100PCIe_nvlink_down_no_bridge_nvsentinel1481_EXCERPT.txt": (Status.WARN, {"none"}, "GPU0"),
 }
 
 
@@ -136,3 +143,34 @@ def test_paste_of_a_diag_excerpt_and_json():
     runs = [r for r in pasted.runs([("issue.txt", paste)]) if r.title.startswith("DCGM diagnostic")]
     assert [r.status for r in runs] == [Status.FAIL, Status.OK]
     assert runs[0].findings[0].action == "replace-hardware" and "GPU0" in runs[0].findings[0].subject
+
+
+def test_dcgm4_json_reads_entities_metadata_and_skips():
+    """DCGM 4.x -j (real GB10 captures): root "DCGM Diagnostic", entity results, "metadata"."""
+    d = parse_diag_json(text("diag_j_452_gb10_persistence_fail_plugins_skipped_glimmer.json"))
+    assert (d.version, d.driver) == ("4.5.2", "580.82.09")
+    assert [(t.category, t.name, t.status, t.results) for t in d.tests] == [
+        ("Deployment", "software", "fail", ((0, "fail"),)), ("Hardware", "memory", "skip", ((0, "skip"),)),
+        ("Integration", "pcie", "skip", ((0, "skip"),))]
+    assert d.tests[0].messages[0].text.startswith("Persistence Mode: Persistence mode for GPU 0 is disabled")
+    other = text("diag_j_423_gb10_software_persistence_fail_glimmer.json").replace('"entity_group": "GPU"',
+                                                                                  '"entity_group": "CPU"')
+    assert parse_diag_json(other).tests[0].results == ((None, "fail"),)  # a CPU's id is no GPU index
+
+
+def test_relayed_nvlink_down_stays_a_failure_when_another_message_is_not_of_it():
+    """Only a failure that consists of NVLink-down messages defers to gpu.nvlink; a PCIe test that also
+    failed for something else keeps its drain."""
+    name = "diag_r2_246_A100_pcie_fail_nvlink_down_no_nvlink_dcgm49_EXCERPT.txt"
+    extra = text(name) + "| Error                     | PCIe bandwidth too low on GPU 0                |\n"
+    (f,) = judge_diag(parse_diag(extra))
+    assert (f.status, f.action) == (Status.FAIL, "replace-hardware")
+    # another system's incident in the same report keeps its own verdict (constructed: the capture's
+    # tree with a Memory incident added in DCGM 4's layout)
+    health = text("health_c_A100PCIe_nvlink_down_no_bridge_nvsentinel1481_EXCERPT.txt") + (
+        "|    -> Memory system       | Failure                                       |\n"
+        "|                           | GPU 0 had uncorrectable memory errors         |\n")
+    nvlink, memory = judge_health(parse_health(health))
+    assert (nvlink.status, nvlink.action, nvlink.evidence["judged_by"]) == (Status.WARN, "none", "gpu.nvlink")
+    assert nvlink.evidence["action_if_failure"] == "reset-gpu"  # "NVLINK system" found case-blind in dcgm.toml
+    assert (memory.status, memory.action) == (Status.FAIL, "reset-gpu")

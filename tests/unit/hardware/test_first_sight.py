@@ -183,19 +183,31 @@ def bench():
     return module
 
 
+# Faulty captures distdoctor does not name, each with why (docs/hardware.md, the second round). The
+# list is exact: a capture named later must leave it, so the test fails until it is taken out.
+UNNAMED = {
+    # a throttle reading pasted without its `GPU 0000...` line: the fragment is refused (which GPU?)
+    # and throttling is judged over readings on the node, not from one
+    "nvidia_smi_q/fragment_q_V100SXM2_hw_power_brake_382mhz_c4130_l4rz_EXCERPT.txt",
+}
+
+
 def test_every_labelled_capture_gets_its_verdict():
     """The property `health` is deployed on: a healthy node is never drained (nor one with only
-    application or warning-level events), and every faulty capture is named (drained or inspected)."""
+    application or warning-level events), and every faulty capture is named (drained or inspected)
+    but the few UNNAMED ones."""
     b = bench()
-    wrong = []
+    drained, unnamed = [], set()
     seen = 0
     for folder in ("nvidia_smi_q", "kernel_log", "nvlink", "fabric_manager", "dcgmi", *b.PASTED):
         for name, label in sorted(b.labels(folder).items()):
             got = b.judge(folder, name)
             seen += 1
-            if (label == "faulty" and got not in ("drain", "inspect")) or (label != "faulty" and got == "drain"):
-                wrong.append(f"{label} {got} {folder}/{name}")
-    assert seen >= 70 and wrong == []
+            if label != "faulty" and got == "drain":
+                drained.append(f"{label} {got} {folder}/{name}")
+            if label == "faulty" and got not in ("drain", "inspect"):
+                unnamed.add(f"{folder}/{name}")
+    assert seen >= 90 and drained == [] and unnamed == UNNAMED
 
 
 # --- the driver's GPU Recovery Action (R570+) ----------------------------------------------------

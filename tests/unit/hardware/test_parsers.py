@@ -28,11 +28,24 @@ def test_every_query_capture_parses_and_is_indexed():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("nvidia_smi_q", "q*"))
                    if not p.endswith(".parsed.json"))  # the golden runner's expected parses
     index = read("nvidia_smi_q", "INDEX.md")
-    assert len(files) == 12
+    assert len(files) == 15
     for name in files:
         assert name in index
         report = parse_query(read("nvidia_smi_q", name))
         assert report.gpus and all(g.bus_id for g in report.gpus)
+
+
+def test_second_round_query_variants():
+    """R470's `16x` width and retired pages; R535 vGPU host with ECC off (every counter N/A); R550's
+    SRAM Parity / SEC-DED counters, summed: a non-zero one of the newest names is not lost."""
+    v100 = parse_query(read("nvidia_smi_q", "q_470_V100PCIe_i1_retired_sbe1_aggregate_sbe3_bsyonline.txt")).gpus[0]
+    assert (v100.pcie_width_current, v100.pcie_width_max, v100.retired_sbe, v100.retired_pending) == (16, 16, 1, False)
+    p40 = parse_query(read("nvidia_smi_q", "q_535_P40_vgpu_host_ecc_disabled_proxmox.txt")).gpus[0]
+    assert (p40.ecc_enabled, p40.ecc_volatile_uncorrectable, p40.clock_reasons) == (False, None, ("sw_power_cap",))
+    a10 = read("nvidia_smi_q", "q_550_A10_sram_parity_secded_idle_gen1_gotest.txt")
+    assert parse_query(a10).gpus[0].ecc_volatile_uncorrectable == 0
+    hit = a10.replace("SRAM Uncorrectable SEC-DED    : 0", "SRAM Uncorrectable SEC-DED    : 2", 1)
+    assert parse_query(hit).gpus[0].ecc_volatile_uncorrectable == 2
 
 
 def test_remap_pending_a10():
@@ -123,7 +136,7 @@ def kinds(log):
 def test_every_kernel_log_is_indexed_and_parses():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("kernel_log", "*.log")))
     index = read("kernel_log", "INDEX.md")
-    assert len(files) == 28
+    assert len(files) == 30
     for name in files:
         assert name in index
         parse_kernel_log(read("kernel_log", name), 2025)

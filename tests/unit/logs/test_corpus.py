@@ -101,6 +101,25 @@ CLASSES = {
     "slurm-and-services": ["arjunausers-46-slurm-script-execve-missing.log", "bibigrid-705-slurmd-gres-fatal-journal.log"],
     "older-wordings": ["ucx-1880-dc-verbs-retry-timestamped.log", "oneflow-3586-veth-connect-timeout.log",
                        "ucx-5199-transport-retry-ib.log", "ucx-6000-transport-retry-roce.log"],
+    # the fourth round (docs/log.md): an MPI library's own error lines (a source location before
+    # "Error:"/"Fatal:", Open MPI's "No components were able to be opened", its signal handler's
+    # report), PMIx's errors (Open MPI, PRRTE, Slurm's plugin), the DeepSpeed launcher killing its
+    # workers, NCCL's numbered "Cuda failure N '...'", aws-ofi-nccl/libfabric errors, the
+    # rendezvous store gone under an agent, and torch naming the rank whose group it destroys
+    "mpi-library-errors": ["ompi-7768-ucp-thread-multiple-no-pml.log", "ucx-1578-fatal-no-uct-ep-timestamp-tag.log",
+                           "prrte-1635-psm2-driver-error-abort.log", "deepops-942-ucx-wireup-abort-in-mpi-init.log",
+                           "easybuild-755-ucx-ibv-query-gid-ucp-worker.log", "ucx-10522-address-list-oom-mpi-init.log"],
+    "pmix-errors": ["radical-pilot-2177-prun-pmix-unreachable.log", "charm-2683-pmix-init-failed-ucx-cmiabort.log",
+                    "deepops-1179-slurm-pmix-collective-timeout-pyxis.log"],
+    "deepspeed-kills": ["chatglm-finetuning-102-deepspeed-killing-glued-tqdm.log", "deepspeed-3232-return-code-minus9.log"],
+    "numbered-cuda-failures": ["nccl-1283-ray-timestamped-alloc-cuda-failure.log", "open-sora-plan-386-nccl-enqueue-cuda-oom.log",
+                               "skyrl-84-ray-unhandled-cuda-invalid-argument.log", "nccl-1235-peer-closed-then-cuda-oom.log",
+                               "nccl-1788-nvls-cuda-failure-401.log"],
+    "ofi-libfabric": ["aws-ofi-nccl-24-ofi-open-av-failed.log", "aws-ofi-nccl-346-efa-invalid-address.log",
+                      "aws-ofi-nccl-889-ofi-endpoint-invalid-argument.log", "aws-ofi-nccl-1020-fi-getinfo-no-data.log"],
+    "rendezvous-store-gone": ["wespeaker-171-rendezvous-shutdown-broken-pipe.log",
+                              "colossalai-4009-rendezvous-connection-colossalai-run.log"],
+    "group-destroyed-rank": ["metaseq-90-unhandled-cuda-error-commabort-what.log"],
 }
 
 

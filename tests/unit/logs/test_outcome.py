@@ -26,6 +26,17 @@ def _lead(tmp_path, text, name="job.log"):
      "(pid=81332) SystemExit: 1\n", None, "", "SystemExit: 1"),
     ("[ERROR] [launch.py:321:sigkill_handler] ['python', '-u', 'main.py', '--local_rank=5'] exits with return code = 1\n",
      5, "", "exits with return code = 1"),
+    # Open MPI's signal handler, a component's own error line, PMIx, Slurm's PMIx plugin, and
+    # the DeepSpeed launcher killing its workers (a paste cut before the return code)
+    ("[gpu01:193313] *** Process received signal ***\n[gpu01:193313] Signal: Aborted (6)\n", None, "gpu01",
+     "Process received signal"),
+    ("[a1:14245] pml_ucx.c:285  Error: UCP worker does not support MPI_THREAD_MULTIPLE\n", None, "a1",
+     "UCP worker does not support"),
+    ("[n1:1] [prun.c:809] PMIx Error: UNREACHABLE\n", None, "n1", "PMIx Error: UNREACHABLE"),
+    ("slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: n1 [0]: pmixp_coll_ring.c:742: 0x1: "
+     "collective timeout seq=0\n", None, "", "collective timeout"),
+    ("[2023-09-10 11:45:59,501] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6294\n", None, "",
+     "Killing subprocess"),
 ])
 def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
     lead = _lead(tmp_path, text)
@@ -53,6 +64,10 @@ def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
     "node1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\nnode1:1:1 [0] NCCL INFO Init COMPLETE\n",
     "epoch 3 done, exit code 0\nprocess exited with code 0\n",
     "The job finished. Exit status 0.\n",
+    # words the fourth round's markers look for, in lines that report no failure
+    "slurmstepd: error: _get_joules_task: can't get info from slurmd\nstep 9 done\n",
+    "Signal: none pending\n[node1:12] mca: base: components_register: found loaded component ucx\n",
+    "[node1:12] pml_ucx.c:180 mca_pml_ucx_open: UCX version 1.16.0\n",
 ])
 def test_a_healthy_log_stays_clean(tmp_path, text):
     assert _lead(tmp_path, text).status == Status.OK

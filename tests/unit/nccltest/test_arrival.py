@@ -43,3 +43,16 @@ def test_a_wait_cut_short_by_a_doomed_roll_says_why_the_rank_is_missing():
     assert short.summary.startswith("rank 2 of 3 never arrived within 3.1 s of rank 0's start")
     assert "rank 0 stopped waiting there" in short.summary
     assert "stopped waiting" not in full.summary
+
+
+def test_a_rank_0_that_was_slow_to_start_says_the_missing_may_still_have_been_starting():
+    """A slow shared filesystem: rank 0 itself took 5.1 s of a 7 s wait to import torch, so the
+    missing rank may have been slower still, not absent; a quick start says nothing of it."""
+    ident = Identity(0, 2, 0, "env", "RANK/WORLD_SIZE", kind="env")
+    e = Endpoint("10.0.0.1", 29500, "MASTER_ADDR", "MASTER_PORT")
+    fps = [{"rank": 0, "host": "node1"}]
+    slow = arrival.missing_finding([1], 7.0, True, ident, e, fps, {}, own_start=5.1, bound=9)
+    assert "they were still starting: rank 0 itself took 5.1 s of the 9 s bound" in slow.explanation
+    assert "--timeout 20" in str(slow.fix)
+    quick = arrival.missing_finding([1], 7.0, True, ident, e, fps, {}, own_start=1.2, bound=9)
+    assert "still starting" not in quick.explanation and "--timeout" not in str(quick.fix)

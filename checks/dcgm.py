@@ -14,7 +14,8 @@ from distdoctor.hardware.dcgm import judge_health
 def dcgm_health(ctx: Context):
     """`dcgmi health -c` where dcgmi is installed: each incident DCGM's watches retained (PCIe
     replays, memory, InfoROM, thermal, power, NVLink, driver, NVSwitch) as one finding, a Failure
-    with the action of distdoctor/hardware/dcgm.toml, a Warning never draining. No dcgmi: SKIP.
+    with the action of distdoctor/hardware/dcgm.toml, a Warning never draining; NVLink links DCGM calls
+    down are gpu.nvlink's to judge (a WARN here: DCGM says it of GPUs with no NVLink). No dcgmi: SKIP.
     A `dcgmi` that does not answer within the bound is a finding (a stalled host engine often means
     a stalled GPU driver)."""
     state = ctx.facts.dcgm_health

@@ -44,7 +44,8 @@ _DCGMI_DIAG = re.compile(r"^(?:Successfully ran diagnostic for group\.|\|\s*Diag
                          r"[|+]-----\s+(?:Metadata|Deployment|Integration|Hardware|Stress)\s+-+\+|"
                          r"\|[^|]{2,40}\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+(?:All|GPUs?:[\d,\s]+)\s*\|)")
 _DCGMI_JSON = re.compile(r'^\{?\s*"DCGM (?:GPU )?Diagnostic"\s*:')  # DCGM 4 dropped "GPU"
-_DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b")
+# its banner, or its first row where a paste starts below the banner (NVSentinel PR #1481)
+_DCGMI_HEALTH = re.compile(r"^\|?\s*Health Monitor Report\b|^\|\s*Overall Health\s*\|\s*(?:Healthy|Warning|Failure)\b")
 _TABLE_LINE = re.compile(r"^\s*[|+]")
 _PERFQUERY = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+\d+", re.I)
 _PERFQUERY_FIELD = re.compile(r"^\s*[A-Za-z][A-Za-z0-9]*:\.+(?:0x[0-9a-fA-F]+|\d+)\s*$")

@@ -174,3 +174,16 @@ def test_relayed_nvlink_down_stays_a_failure_when_another_message_is_not_of_it()
     assert (nvlink.status, nvlink.action, nvlink.evidence["judged_by"]) == (Status.WARN, "none", "gpu.nvlink")
     assert nvlink.evidence["action_if_failure"] == "reset-gpu"  # "NVLINK system" found case-blind in dcgm.toml
     assert (memory.status, memory.action) == (Status.FAIL, "reset-gpu")
+
+
+def test_health_paste_quoted_below_its_banner_and_dcgm4_json_paste():
+    """NVSentinel PR #1481 quotes `dcgmi health -c` from its "Overall Health" row; a DCGM 4 -j paste
+    starts with "DCGM Diagnostic". Both are read in a paste, with the live judge's verdicts."""
+    nvs = "health_c_A100PCIe_nvlink_down_no_bridge_nvsentinel1481_EXCERPT.txt"
+    runs = pasted.runs([("pr.md", "on the node:\n" + text(nvs) + "\nwhich is wrong\n")])
+    (f,) = next(r for r in runs if r.id == "gpu.dcgm-health").findings
+    assert (f.status, f.action, f.evidence["judged_by"]) == (Status.WARN, "none", "gpu.nvlink")
+    glimmer = "diag_j_452_gb10_persistence_fail_memory_pcie_pass_glimmer.json"
+    runs = pasted.runs([("burnin.log", "level 2:\n" + text(glimmer) + "\ndone\n")])
+    diag = next(r for r in runs if r.title.startswith("DCGM diagnostic"))
+    assert [(g.status, g.action) for g in diag.findings] == [(Status.FAIL, "fix-config")]

@@ -120,6 +120,8 @@ CLASSES = {
     "rendezvous-store-gone": ["wespeaker-171-rendezvous-shutdown-broken-pipe.log",
                               "colossalai-4009-rendezvous-connection-colossalai-run.log"],
     "group-destroyed-rank": ["metaseq-90-unhandled-cuda-error-commabort-what.log"],
+    # its second batch: srun's own report that it aborted the step
+    "srun-step-aborted": ["pyscenic-456-srun-step-aborted-timed-out.log", "snakemake-225-srun-layout-tasks.log"],
 }
 
 

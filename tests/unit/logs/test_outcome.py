@@ -69,6 +69,7 @@ def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
     "slurmstepd: error: _get_joules_task: can't get info from slurmd\nstep 9 done\n",
     "Signal: none pending\n[node1:12] mca: base: components_register: found loaded component ucx\n",
     "[node1:12] pml_ucx.c:180 mca_pml_ucx_open: UCX version 1.16.0\n",
+    "Hello World[node1:35778] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 206\n",
 ])
 def test_a_healthy_log_stays_clean(tmp_path, text):
     assert _lead(tmp_path, text).status == Status.OK

@@ -20,13 +20,15 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from distdoctor.logs import pasted_tools
+from distdoctor.logs import pasted_driver, pasted_host, pasted_tools
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
 from distdoctor.text import strip_ansi
 
 _QUOTE = re.compile(r"^(?:[ \t]*>[ \t]?)+")
+# one backtick opening or closing inline code around a pasted block (`ens5f0: flags=...`), not a fence
+_TICK = re.compile(r"^(?=[ \t]*`(?!`))([ \t]*)`|(?<![`\s])`[ \t]*$")
 _IP_FULL = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?:\s+<[^>]*>")
 _IP_ONELINE = re.compile(r"^\d+:\s+[^:\s]+(?:@\S+)?\s+inet6?\s+\S+/\d+")
 _IFCONFIG = re.compile(r"^[^\s:]+(?::\d+)?:?\s+(?:flags=\d+<|Link encap:)")
@@ -69,7 +71,7 @@ class Section:
 def _clean(line: str) -> str:
     # A capture written by `tool > file` can keep the tool's terminal escapes (nvidia-smi 580
     # underlines topo -m's header even into a pipe): "\x1b[4mGPU0" has no word boundary before GPU0.
-    return _QUOTE.sub("", strip_ansi(line.rstrip("\r")))
+    return _TICK.sub(r"\1", _QUOTE.sub("", strip_ansi(line.rstrip("\r"))))
 
 
 def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
@@ -118,7 +120,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "smi_q", _smi_q_end(lines, i)
         elif _SMI_X.match(body):
             kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
-        elif (tool := pasted_tools.detect(lines, i)) is not None:
+        elif (tool := pasted_driver.detect(lines, i) or pasted_tools.detect(lines, i)
+              or pasted_host.detect(lines, i)) is not None:
             kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
@@ -133,6 +136,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
         i += 1
     if kernel:
         sections.append(Section("kernel", source, kernel_at, "\n".join(kernel) + "\n"))
+    if not sections and (dump := pasted_host.env_section(lines)) is not None:
+        sections.append(Section("env", source, dump[0] + 1, dump[1]))  # an environment dump pasted on its own
     return sections, env
 
 
@@ -457,17 +462,20 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
 
 def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
-    if section.kind in pasted_tools.KINDS:
-        return pasted_tools.runs(section.kind, section.text, where, env)
+    for module in (pasted_tools, pasted_driver, pasted_host):
+        if section.kind in module.KINDS:
+            return module.runs(section.kind, section.text, where, env)
     if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):
         # `ip link` shows names and states, never addresses: unknown, not "nothing has an address"
         return pasted_tools.runs("link_names", section.text, where, env)
+    if section.kind == "interfaces" and pasted_host.MASKED.search(section.text):
+        return pasted_host.masked_interfaces(section.text, where)
     try:
         parsed = _parse(section)
     except ParseError as exc:
         return [_note(where, Status.WARN, f"pasted {section.kind} output at {where} could not be read: {exc}")]
     if section.kind == "smi":
-        return [pasted_tools.smi_table_run(parsed, where)] if parsed else []
+        return pasted_driver.table_runs(parsed, where) if parsed else []
     if not parsed:
         return []
     if section.kind == "collect_env":
@@ -505,8 +513,11 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
         # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
         ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
     runs_ = _run_checks(ids, host)
-    return [CheckRun(r.id, f"{r.title} (pasted {section.kind} at {where})", r.tags + ("pasted",), r.status,
-                     r.findings, r.duration, f"pasted {section.kind} at {where}") for r in runs_]
+    stated = (pasted_driver.ib_statement(parsed, where) if section.kind == "ib" else
+              pasted_driver.kernel_statement(section.text, where) if section.kind == "kernel" else None)
+    return ([stated] if stated else []) + [
+        CheckRun(r.id, f"{r.title} (pasted {section.kind} at {where})", r.tags + ("pasted",), r.status, r.findings,
+                 r.duration, f"pasted {section.kind} at {where}") for r in runs_]
 
 
 def _run_checks(ids, host) -> list[CheckRun]:
@@ -554,7 +565,7 @@ def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
                                  f"driver {env.driver or 'unknown'}, {gpus}", evidence=facts)
     title = f"torch's collect_env (pasted at {where})"
     runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
-                      f"pasted collect_env at {where}")]
+                      f"pasted collect_env at {where}")] + pasted_driver.collect_env_runs(env, where)
     wsl = any("microsoft" in (env.get(k) or "").lower() or "wsl" in (env.get(k) or "").lower()
               for k in ("OS", "Python platform", "Platform"))
     cuda = cuda_for_driver(env.driver) if env.driver and not wsl else None

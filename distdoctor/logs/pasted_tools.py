@@ -221,13 +221,24 @@ def _horovod(text: str, where: str) -> list[CheckRun]:
     build = parse_check_build(text)
     shown = {k: [n for n, on in v.items() if on] for k, v in
              (("frameworks", build.frameworks), ("controllers", build.controllers), ("operations", build.operations))}
-    out = [_note(where, Status.OK, f"pasted `horovodrun --check-build`: Horovod {build.version}; frameworks "
-                                   f"{', '.join(shown['frameworks']) or 'none'}; controllers "
-                                   f"{', '.join(shown['controllers']) or 'none'}; operations "
-                                   f"{', '.join(shown['operations']) or 'none'}",
+    lists = [f"{k} {', '.join(shown[k]) or 'none'}" for k in ("frameworks", "controllers", "operations")
+             if not build.cut or getattr(build, k)]
+    if build.cut and lists:
+        # the list the paste stops in: its last name may be cut, and more may follow
+        last = [k for k in ("frameworks", "controllers", "operations") if getattr(build, k)][-1]
+        named = list(getattr(build, last).items())[:-1]
+        lists[-1] = f"{last} " + (", ".join(f"{n} {'built' if on else 'not built'}" for n, on in named) or "") + " ..."
+    out = [_note(where, Status.OK, f"pasted `horovodrun --check-build`: Horovod {build.version}; " + "; ".join(lists)
+                 + ("; the paste is cut off inside the lists (the rest not shown)" if build.cut else ""),
                  f"Horovod build (pasted at {where})", {"version": build.version, **shown},
                  explanation="Which frameworks are installed and whether the node has GPUs is not in the paste: "
                              "a missing framework or NCCL is judged against those on the node itself.")]
+    if build.cut:
+        # the lists after the cut are not shown: "no controller" would be invented
+        return [replace(out[0], findings=(replace(out[0].findings[0], explanation=(
+            "The paste ends inside the lists (the last name may be cut too): what follows is not shown, so "
+            "the controllers and operations are not judged."), evidence={**out[0].findings[0].evidence,
+                                                                         "cut": True}),))]
     host = FakeHost(commands={("/usr/bin/horovodrun", "--check-build"): text}, hostname="pasted")
     # only the verdicts the paste alone supports: no controller at all
     for r in _checks(("build.horovod",), host, where, "horovodrun --check-build"):
@@ -261,20 +272,6 @@ def _smi_list(text: str, where: str) -> list[CheckRun]:
     return [_note(where, Status.OK, summary, title, evidence,
                   explanation="A GPU listing shows the models and UUIDs only: not the driver, its CUDA version, "
                               "health or topology.")]
-
-
-def smi_table_run(table, where: str) -> CheckRun:
-    """What a pasted `nvidia-smi` table shows (the table's own checks need the live node)."""
-    names: dict[str, int] = {}
-    for gpu in table.gpus:
-        names[gpu.name] = names.get(gpu.name, 0) + 1
-    cuda = table.cuda_version or ("N/A" if table.cuda_field == "N/A" else "not shown")
-    shown = ", ".join(f"{n}x {name}" for name, n in names.items()) or "no GPU"
-    return _note(where, Status.OK, f"pasted `nvidia-smi`: driver {table.driver_version}, CUDA {cuda}, "
-                                   f"{len(table.gpus)} GPU(s): {shown}"
-                 + (f"; {len(table.mig_devices)} MIG device(s)" if table.mig_devices else ""),
-                 f"nvidia-smi (pasted at {where})",
-                 {"driver": table.driver_version, "cuda": table.cuda_version, "gpus": len(table.gpus), "models": names})
 
 
 def _ibstatus(text: str, where: str) -> list[CheckRun]:

@@ -25,6 +25,9 @@ class HorovodBuild:
     frameworks: dict[str, bool] = field(default_factory=dict)
     controllers: dict[str, bool] = field(default_factory=dict)
     operations: dict[str, bool] = field(default_factory=dict)
+    # the output ends before its last list (a paste cut off): the lists after the cut, and the
+    # last name before it, are not known
+    cut: bool = False
 
     def built(self, section: str) -> list[str]:
         return [name for name, on in getattr(self, section).items() if on]
@@ -34,6 +37,7 @@ def parse_check_build(text: str) -> HorovodBuild:
     version = ""
     sections: dict[str, dict[str, bool]] = {"frameworks": {}, "controllers": {}, "operations": {}}
     current: str | None = None
+    seen: set[str] = set()
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
@@ -42,6 +46,7 @@ def parse_check_build(text: str) -> HorovodBuild:
             version = m["version"]
         elif line.lower() in _SECTIONS:
             current = _SECTIONS[line.lower()]
+            seen.add(current)
         elif m := _BOX.match(raw):
             if current is None:
                 raise ParseError("horovodrun", "a [X]/[ ] line before any section header", number, raw)
@@ -50,4 +55,4 @@ def parse_check_build(text: str) -> HorovodBuild:
             raise ParseError("horovodrun", "unexpected line in --check-build output", number, raw)
     if not version or not any(sections.values()):
         raise ParseError("horovodrun", "no 'Horovod vX.Y.Z:' banner with framework/controller/operation lists")
-    return HorovodBuild(version, **sections)
+    return HorovodBuild(version, **sections, cut="operations" not in seen)

@@ -288,6 +288,7 @@ class TableGpu:
     memory_used_mib: int | None
     memory_total_mib: int | None
     mig_mode: str | None  # 'Enabled', 'Disabled', 'N/A'; None on drivers without the row
+    unreadable: tuple[str, ...] = ()  # readings printed as ERR! (fan, power draw, ...): the driver could not take them
 
 
 @dataclass(frozen=True)
@@ -306,24 +307,49 @@ class SmiTable:
     cuda_field: str  # 'present', 'N/A' or 'absent' (drivers before R410 print none)
     gpus: tuple[TableGpu, ...]
     mig_devices: tuple[TableMigDevice, ...] = ()
+    cut: bool = False  # the text ends inside the GPU list: more GPUs may follow
+    fragment: bool = False  # GPU boxes without the header (a paste's excerpt): no driver or CUDA shown
 
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s+(\S+)(?:\s+CUDA Version:\s+(\S+))?")
 _GPU_FIRST = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off)\s*$")
 _MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
+# the readings of a GPU box's second row, in order (the power cap follows the '/')
+_ROW2_READINGS = ("fan", "temperature", "performance state", "power draw")
 
 
-def parse_table(text: str) -> SmiTable:
-    """The table plain `nvidia-smi` prints: driver and CUDA versions, GPUs, MIG devices."""
+def _unreadable(group: list[list[str]]) -> tuple[str, ...]:
+    """The readings a GPU box prints as ERR!, named."""
+    names = []
+    for row, cells in enumerate(group):
+        for col, cell in enumerate(cells):
+            if "ERR!" not in cell:
+                continue
+            if row == 1 and col == 0:
+                words = [w for w in cell.split() if w != "/"]
+                names += [(_ROW2_READINGS[k] if k < len(_ROW2_READINGS) else "power cap")
+                          for k, w in enumerate(words) if w.startswith("ERR!")]
+            else:
+                names.append({(0, 1): "bus/display", (0, 2): "ECC errors", (1, 1): "memory",
+                              (1, 2): "utilisation/compute mode", (2, 2): "MIG mode"}.get((row, col), "a reading"))
+    return tuple(names)
+
+
+def parse_table(text: str, fragment: bool = False) -> SmiTable:
+    """The table plain `nvidia-smi` prints: driver and CUDA versions, GPUs, MIG devices. With
+    fragment, GPU boxes without the header (what a paste may quote of the table) are read too."""
     lines = text.splitlines()
     header = None
+    number = -1
     for number, line in enumerate(lines):
         header = _HEADER.search(line)
         if header:
             break
-    if header is None:
+    if header is None and not fragment:
         raise ParseError(TOOL, "no 'NVIDIA-SMI ... Driver Version:' header line")
-    cuda = header.group(3)
+    if header is None:
+        number = -1
+    cuda = header.group(3) if header else None
     cuda_field = "absent" if cuda is None else ("N/A" if cuda == "N/A" else "present")
     gpus: list[TableGpu] = []
     migs: list[TableMigDevice] = []
@@ -342,10 +368,11 @@ def parse_table(text: str) -> SmiTable:
         gpus.append(TableGpu(int(first.group(1)), first.group(2).strip(), first.group(3) == "On",
                              bus_disp[0] if bus_disp else "", group[0][2].strip(),
                              int(memory.group(1)) if memory else None, int(memory.group(2)) if memory else None,
-                             mig or None))
+                             mig or None, _unreadable(group)))
         group.clear()
 
-    seen_rule = False
+    seen_rule = header is None  # a fragment starts inside the GPU list
+    start = number
     for number in range(number + 1, len(lines)):
         line = lines[number].rstrip()
         stripped = line.strip()
@@ -374,9 +401,19 @@ def parse_table(text: str) -> SmiTable:
             match = re.match(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|", stripped)
             if match:
                 migs.append(TableMigDevice(*(int(g) for g in match.groups())))
+    # Text that stops inside the GPU list (a paste cut off, an excerpt): the GPU being printed is
+    # not read and more may follow; a list ending on a whole closing rule is taken as complete.
+    last = next((lines[k].strip() for k in range(len(lines) - 1, start, -1) if lines[k].strip()), "")
+    cut = section == "gpus" and (bool(group) or not (last.startswith("+") and last.endswith("+")))
+    if group and cut:
+        try:
+            close_group()
+        except ParseError:
+            group.clear()
     close_group()
-    return SmiTable(header.group(1), header.group(2), cuda if cuda_field == "present" else None, cuda_field,
-                    tuple(gpus), tuple(migs))
+    return SmiTable(header.group(1) if header else "", header.group(2) if header else "",
+                    cuda if cuda_field == "present" else None, cuda_field, tuple(gpus), tuple(migs), cut,
+                    header is None)
 
 
 # --- nvidia-smi -L ----------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""Score `distdoctor log` over the labelled pasted tool outputs and print every miss:
+python3 bench/paste_accuracy.py [--round] (--round: only the pastes of the first-sight round).
+Recognised? stated back? the labelled verdict, by the labelled check? nothing invented? what the
+paste cannot show said? The floor the test holds it to is tests/data/logs/pasted/score.toml."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.harness import pastes  # noqa: E402
+
+
+def main() -> int:
+    entries = pastes.round_entries() if "--round" in sys.argv else pastes.labels()
+    accuracy, verdicts = pastes.score(entries)
+    for v in verdicts:
+        if not v.right:
+            print(f"miss  {v.file}\n      got: {v.got}\n      " + "; ".join(v.misses)
+                  + "".join(f"\n      | {s[:160]}" for s in v.summaries[:4]))
+    right = sum(v.right for v in verdicts)
+    unrecognised = sum("not recognised" in v.misses for v in verdicts)
+    print(f"accuracy {accuracy:.3f} ({right}/{len(verdicts)}); not recognised: {unrecognised}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Pasted output about the node's limits and settings: `ulimit -a` (locked memory, which RDMA
+registration needs), `df -h` (the size of /dev/shm, which NCCL's shared-memory transport needs),
+and environment dumps (`env | grep NCCL`, `export X=...` lines) pasted on their own.
+
+Judged by the live checks' own thresholds and remedies (host.memlock-limit, host.shm-size), with
+what a paste cannot show said: whether the node has RDMA devices, which node the paste came from.
+pasted.py finds the sections and calls in here."""
+
+from __future__ import annotations
+
+import re
+
+from distdoctor.model import CheckRun, Finding, Status
+from distdoctor.text import plural
+
+KINDS = ("ulimit", "df", "env")
+# an IPv4 address the user hid before pasting (*.*.*.*, x.x.x.x, 10.xx.xx.xx)
+MASKED = re.compile(r"\binet (?:addr:)?(?=[\d.]*[x*X])(?:\d{1,3}|[x*X]{1,3})(?:\.(?:\d{1,3}|[x*X]{1,3})){3}(?![\w.])")
+
+_DF_HEADER = re.compile(r"^Filesystem\s+(?:Type\s+)?(?:Size|1K-blocks|1024-blocks)\s+Used\s+Avail")
+_DF_ROW = re.compile(r"^\S+(?:\s+\S+)?\s*$|^\S+\s+(?:[a-z]\w*\s+)?\d")
+# the variables distributed jobs and their launchers read (Slurm's own dump is judged apart)
+_ENV_WORD = re.compile(r"^(?:export\s+|declare -x\s+)?(?P<k>(?:NCCL|GLOO|TORCH|TORCHELASTIC|OMPI_MCA|UCX|PMIX|FI|NVIDIA|"
+                       r"HOROVOD|CUDA)_\w+|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK)=(?P<v>.*)$")
+
+
+def detect(lines: list[str], i: int) -> tuple[str, int] | None:
+    from distdoctor.parsers.ulimit import is_limit_line
+
+    body = lines[i].strip()
+    if is_limit_line(body):
+        end = i
+        while end < len(lines) and end - i < 60 and is_limit_line(lines[end].strip()):
+            end += 1
+        if end - i >= 3:  # a whole `ulimit -a`, not a sentence that happens to look like one line of it
+            return "ulimit", end
+    if _DF_HEADER.match(body):
+        end = i + 1
+        while end < len(lines) and end - i < 5000 and lines[end].strip() and _DF_ROW.match(lines[end].strip()):
+            end += 1
+        return "df", end
+    return None
+
+
+def env_section(lines: list[str]) -> tuple[int, str] | None:
+    """(first line, text) of an environment dump pasted on its own: two or more NAME=value lines
+    of the variables distributed jobs read (several nodes' or containers' dumps in one paste kept
+    together: their values are compared)."""
+    dump = [(k, line.strip()) for k, line in enumerate(lines) if _ENV_WORD.match(line.strip())]
+    if len(dump) < 2:
+        return None
+    return dump[0][0], "\n".join(line for _k, line in dump)
+
+
+def _note(where: str, status: Status, summary: str, title: str, evidence: dict, check: str = "log.pasted-output",
+          **kw) -> CheckRun:
+    return CheckRun(check, title, ("log", "pasted", "host"), status,
+                    (Finding(status, summary, subject=where, evidence=evidence, **kw),), 0.0, f"pasted at {where}")
+
+
+def runs(kind: str, text: str, where: str, env: dict[str, str]) -> list[CheckRun]:
+    from distdoctor.parsers import ParseError
+
+    try:
+        if kind == "ulimit":
+            return _ulimit(text, where)
+        if kind == "df":
+            return _df(text, where)
+        if kind == "env":
+            return _env(text, where)
+    except (ParseError, ValueError, OverflowError) as exc:
+        return [_note(where, Status.WARN, f"pasted {kind} output at {where} could not be read: {str(exc)[:200]}",
+                      "Tool output pasted into the log", {})]
+    return []
+
+
+def _ulimit(text: str, where: str) -> list[CheckRun]:
+    from distdoctor import fixes
+    from distdoctor.parsers.ulimit import parse_ulimit
+
+    limits = parse_ulimit(text)
+    shown = "; ".join(f"{lim.label} {'unlimited' if lim.value is None else lim.value}"
+                      + (f" {lim.unit}" if lim.unit and lim.value is not None else "")
+                      for flag, lim in limits.items() if flag in "lnsuv")
+    out = [_note(where, Status.OK, f"pasted `ulimit -a`: {shown or plural(len(limits), 'limit')}",
+                 f"Limits (pasted ulimit -a at {where})",
+                 {f: (None if lim.value is None else lim.value) for f, lim in limits.items()})]
+    memlock = limits.get("l")
+    if memlock is not None and memlock.value is not None:
+        size = memlock.bytes or 0
+        out.append(_note(where, Status.WARN, f"pasted `ulimit -a`: locked memory is limited to {size // 1024} KiB",
+                         f"Locked-memory limit (pasted ulimit -a at {where})",
+                         {"soft_bytes": size}, check="host.memlock-limit",
+                         explanation="InfiniBand and RoCE register (pin) memory under this limit: NCCL fails with "
+                                     "`ibv_reg_mr ... Cannot allocate memory`, UCX with `ibv_create_cq ... Cannot "
+                                     "allocate memory`, Open MPI's openib with a completion-queue error. The paste "
+                                     "does not show whether this node has RDMA devices (on one without, the limit "
+                                     "does not matter), nor the hard limit; and it is the limit of the shell it ran "
+                                     "in: inside srun or mpirun it can differ.",
+                         fix=fixes.memlock()))
+    return out
+
+
+def _df(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.df import parse_df
+    from distdoctor.logs.pasted_tools import run_checks
+    from distdoctor.testing import FakeHost
+
+    mounts = parse_df(text)
+    shm = next((m for m in mounts if m.mount == "/dev/shm"), None)
+    others = [m for m in mounts if m.mount != "/dev/shm" and m.mount.endswith("/shm")]
+    summary = f"pasted `df`: {plural(len(mounts), 'filesystem')}; " + (
+        f"/dev/shm is {shm.size}" if shm else "no /dev/shm row: its size is not shown")
+    if others:
+        summary += (f"; {plural(len(others), 'other shm mount')} ({', '.join(sorted({m.size for m in others}))}) "
+                    "under other paths: containers' own /dev/shm seen from the host, not this one's")
+    out = [_note(where, Status.OK, summary, f"Filesystems (pasted df at {where})",
+                 {"mounts": [[m.filesystem, m.mount, m.size] for m in mounts[:64]]})]
+    if shm is None or shm.size_bytes is None:
+        return out
+    host = FakeHost(disk={"/dev/shm": (shm.size_bytes, 0, shm.size_bytes)}, hostname="")
+    for r in run_checks(("host.shm-size",), host):
+        # the paste shows the size, not what is free: the check's "free" figure is not repeated
+        findings = tuple(Finding(f.status, f.summary.split(" (")[0] if f.status == Status.OK else f.summary,
+                                 subject=f.subject, explanation=f.explanation, fix=f.fix, evidence=f.evidence)
+                         for f in r.findings)
+        out.append(CheckRun(r.id, f"{r.title} (pasted df at {where})", r.tags + ("pasted",), r.status, findings,
+                            r.duration, f"pasted df at {where}"))
+    return out
+
+
+def _env(text: str, where: str) -> list[CheckRun]:
+    values: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = _ENV_WORD.match(line.strip())
+        if m:
+            value = m["v"].strip().strip("'\"")
+            if value not in values.setdefault(m["k"], []):
+                values[m["k"]].append(value)
+    shown = ", ".join(f"{k}={'|'.join(v)[:60]}" for k, v in list(values.items())[:16])
+    differ = sorted(k for k, v in values.items() if len(v) > 1)
+    explanation = "The variables every check above reads from the environment (interfaces, HCAs, transports)."
+    if differ:
+        explanation += (f" {', '.join(differ)} has more than one value in this paste: it holds several nodes' or "
+                        "runs' settings, so which one a given rank had is not shown.")
+    return [_note(where, Status.OK, f"pasted environment: {plural(len(values), 'variable')}: {shown}",
+                  f"Environment (pasted at {where})", {"variables": {k: v for k, v in list(values.items())[:64]}},
+                  explanation=explanation)]
+
+
+def masked_interfaces(text: str, where: str) -> list[CheckRun]:
+    """An interface listing whose IPv4 addresses the user masked: the names and states are stated;
+    which address NCCL or Gloo would use cannot be told (judging the addresses left, the IPv6
+    link-local ones, would invent a verdict about an interface whose real address is hidden)."""
+    from distdoctor.parsers.ip import parse_ip_addr
+
+    links = parse_ip_addr(text)
+    names = ", ".join(f"{link.name} ({link.state or 'state not shown'})" for link in links[:16])
+    return [_note(where, Status.OK, f"pasted interface list with masked addresses: {names}",
+                  f"Interfaces (pasted at {where})", {"interfaces": [link.name for link in links[:64]]},
+                  explanation="The IPv4 addresses are masked (*.*.*.* or x.x.x.x) in this paste: which interface "
+                              "NCCL or Gloo would use, and whether it reaches the other nodes, cannot be told from "
+                              "it. Paste `ip -br addr` with the addresses, or run distdoctor check on the node.")]

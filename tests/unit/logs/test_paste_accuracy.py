@@ -1,0 +1,44 @@
+"""The labelled pasted tool outputs (tests/data/logs/pasted/labels.toml): every one is read right
+(recognised, stated back, the labelled verdict by the labelled check, nothing invented, what the
+paste cannot show said), and the share read right does not fall below score.toml's floor.
+`python3 bench/paste_accuracy.py` prints every miss."""
+
+import os
+
+import pytest
+
+from tests.harness import pastes
+
+LABELS = pastes.labels()
+
+
+def test_every_paste_is_labelled_once_and_indexed():
+    files = {f for f in os.listdir(pastes.PASTED) if f.endswith(".md") and f != "INDEX.md"}
+    labelled = [e["file"] for e in LABELS]
+    assert len(labelled) == len(set(labelled)), "a paste labelled twice"
+    assert files == set(labelled)
+    with open(os.path.join(pastes.PASTED, "INDEX.md")) as fh:
+        index = fh.read()
+    assert all(f"`{name}`" in index for name in labelled)
+    for e in LABELS:
+        assert e["verdict"] and set(e) <= {"file", "tools", "verdict", "state", "ids", "never", "unknown"}, e
+
+
+def test_score_does_not_fall():
+    accuracy, verdicts = pastes.score(LABELS)
+    misses = [f"{v.file}: {'; '.join(v.misses)}" for v in verdicts if not v.right]
+    assert accuracy >= pastes.floor()["min_accuracy"], misses
+
+
+@pytest.mark.parametrize("entry", LABELS, ids=lambda e: e["file"])
+def test_every_paste_reads_right(entry):
+    verdict = pastes.judge(entry)
+    assert verdict.right, f"{verdict.misses}; got {verdict.got}; said {verdict.summaries}"
+
+
+def test_a_paste_read_wrong_is_scored_as_a_miss():
+    """The scorer itself: a label that wants what the paste does not show is a miss, so the
+    floor cannot pass by a scorer that passes everything."""
+    entry = dict(LABELS[-1], verdict="fail", state=["no such statement"], never=["/dev/shm"])
+    verdict = pastes.judge(entry)
+    assert not verdict.right and len(verdict.misses) == 3, verdict.misses

@@ -52,3 +52,30 @@ def test_text_fallback_and_health_verdict(tmp_path):
     verdict = doc["health"]
     assert verdict["draining_checks"] == ["gpu.memory-errors"] and verdict["action"] == "none"
     assert "distdoctor: reset-gpu: gpu.memory-errors: GPU0" in verdict["why"]
+
+
+def test_health_over_second_round_link_captures(tmp_path):
+    """`health` over real NVLink and DCGM captures: a V100-SXM2 listing 2 of its 6 links down drains
+    (reset-gpu) even with no other GPU to compare; two bridged H100 PCIe using 12 of 18 links, and DCGM
+    calling the links of a GPU without NVLink down, drain nothing."""
+    smi = node(tmp_path)
+    smi.answer("-q -x", stdout="")  # no XML here: the text form is read
+    smi.answer("-q", stdout_file=data_path("nvidia_smi_q", "q_470_V100PCIe_i1_retired_sbe1_aggregate_sbe3_bsyonline.txt"))
+    smi.answer("nvlink -e", stdout="")
+    smi.answer("nvlink -s", stdout_file=data_path("nvlink", "nvlink_s_V100_links3_5_inactive_azhpcdiag73_EXCERPT.txt"))
+    proc, doc = run(smi, "health", "--only", "gpu.nvlink", "--node", "gpu17", "--format", "json")
+    assert doc["health"]["draining_checks"] == ["gpu.nvlink"], doc["health"]
+    assert "reset-gpu: gpu.nvlink: GPU3" in doc["health"]["why"]
+
+    smi.answer("nvlink -s", stdout_file=data_path("nvlink", "nvlink_s_2xH100PCIe_bridged_12of18_active_dl380a.txt"))
+    proc, doc = run(smi, "health", "--only", "gpu.nvlink", "--node", "gpu17", "--format", "json")
+    assert doc["health"]["draining_checks"] == [] and proc.returncode == 0, doc["health"]
+
+    dcgmi = StandIn(tmp_path, "dcgmi")
+    nvs = data_path("dcgmi", "health_c_A100PCIe_nvlink_down_no_bridge_nvsentinel1481_EXCERPT.txt")
+    dcgmi.answer("health -c", stdout_file=nvs)
+    proc = subprocess.run([*distdoctor_argv(), "health", "--only", "gpu.dcgm-health", "--node", "gpu17", "--format",
+                           "json"], env=dcgmi.env(), capture_output=True, text=True, timeout=120)
+    doc = load_report(proc.stdout)
+    (dcgm,) = doc["checks"]
+    assert dcgm["status"] == "warn" and doc["health"]["draining_checks"] == [], doc["health"]

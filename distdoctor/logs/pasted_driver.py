@@ -15,10 +15,27 @@ import re
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.text import plural
 
-KINDS = ("smi_failed", "smi_no_devices", "smi_fragment", "driver_unbound", "ibpanic", "nvlink")
+KINDS = ("smi_failed", "smi_nvml", "smi_no_devices", "smi_fragment", "driver_unbound", "ibpanic", "nvlink")
 
 # "couldn't" is pasted with typographic apostrophes too (couldn‘t, couldn’t)
 _FAILED = re.compile(r"^NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver\b")
+_NVML = re.compile(r"^Failed to initialize NVML: (?P<why>\S.*?)\s*$")
+_NVML_LIBRARY = re.compile(r"^NVML library version: (?P<version>\S+)\s*$")
+# what each reason NVML gives means, and what to do on the node it came from
+_NVML_WHY = {
+    "driver/library version mismatch": (
+        "The NVIDIA kernel module that is loaded is not the version of the user-space driver: the driver was "
+        "upgraded (by hand, or by unattended upgrades) under the running module. Nothing CUDA runs there until "
+        "they match again.",
+        "# on that node: the loaded module's version, against the library's\ncat /proc/driver/nvidia/version\n"
+        "# then reboot it (or, with no GPU process left, unload and load the nvidia modules)"),
+    "unknown error": (
+        "NVML could not open the GPUs. In a container that had them, it lost access to the device nodes: systemd "
+        "reloaded the container's cgroup (`systemctl daemon-reload`, also run by package upgrades; "
+        "nvidia-docker#1730) and the container must be started again. On a host, see the kernel log for an Xid.",
+        "# on the host: start the container again; then see nvidia-docker#1730 for the device-node workaround\n"
+        "dmesg -T | grep -i -E 'NVRM|Xid' | tail -n 20"),
+}
 _NO_DEVICES = re.compile(r"^No devices were found\s*$")
 _BOX_GPU_ROW = re.compile(r"^\|\s*\d+\s+\S.*?\s(?:On|Off)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _BOX_LINE = re.compile(r"^[|+]")
@@ -41,6 +58,9 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and end - i < 3 and "installed and running" not in lines[end - 1]:
             end += 1
         return "smi_failed", end
+    if _NVML.match(body):
+        end = i + 1 + (i + 1 < len(lines) and bool(_NVML_LIBRARY.match(lines[i + 1].strip())))
+        return "smi_nvml", end
     if _NO_DEVICES.match(body):
         return "smi_no_devices", i + 1
     if _BOX_GPU_ROW.match(body) or (body.startswith("+-") and i + 1 < len(lines)
@@ -80,6 +100,19 @@ def runs(kind: str, text: str, where: str, _env: dict[str, str]) -> list[CheckRu
                                   "The paste does not show which of these it is.",
                       fix=_WHERE_IT_RAN + "lsmod | grep -w nvidia\ndmesg -T | grep -i -E 'NVRM|nvidia' | tail -n 20\n"
                           "# a container: start it with the NVIDIA runtime (docker run --gpus all ...)")]
+    if kind == "smi_nvml":
+        first, _nl, rest = text.strip().partition("\n")
+        why = _NVML.match(first.strip())
+        reason = why["why"] if why else first.strip()
+        library = _NVML_LIBRARY.match(rest.strip())
+        explanation, fix = _NVML_WHY.get(reason.lower().rstrip("."), (
+            "NVML, the library nvidia-smi and every GPU tool use, could not start, so no GPU is usable from where "
+            "it ran; the reason is NVML's own.", _WHERE_IT_RAN + "nvidia-smi\ndmesg -T | grep -i NVRM | tail -n 20"))
+        return [_note(where, Status.FAIL, f"pasted `nvidia-smi`: Failed to initialize NVML: {reason[:120]}"
+                      + (f" (NVML library version {library['version']})" if library else ""),
+                      f"nvidia-smi (pasted at {where})", {"reason": reason[:200],
+                                                          "library": library["version"] if library else None},
+                      explanation=explanation, fix=fix)]
     if kind == "smi_no_devices":
         return [_note(where, Status.FAIL, "pasted `nvidia-smi`: No devices were found: the driver answered but "
                                           "lists no GPU where it ran", f"nvidia-smi (pasted at {where})", {},

@@ -39,6 +39,7 @@ def test_every_paste_reads_right(entry):
 def test_a_paste_read_wrong_is_scored_as_a_miss():
     """The scorer itself: a label that wants what the paste does not show is a miss, so the
     floor cannot pass by a scorer that passes everything."""
-    entry = dict(LABELS[-1], verdict="fail", state=["no such statement"], never=["/dev/shm"])
+    df = next(e for e in LABELS if e["file"] == "df-h_laptop_devshm_14G_console_prompt_inference-snaps211.md")
+    entry = dict(df, verdict="fail", state=["no such statement"], never=["/dev/shm"])
     verdict = pastes.judge(entry)
     assert not verdict.right and len(verdict.misses) == 3, verdict.misses

@@ -14,6 +14,8 @@ from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.text import plural
 
 KINDS = ("ulimit", "df", "env")
+# a paste's node is not named by the paste: its fixes are addressed to it in words
+THE_NODE = "the node the paste came from"
 # an IPv4 address the user hid before pasting (*.*.*.*, x.x.x.x, 10.xx.xx.xx)
 MASKED = re.compile(r"\binet (?:addr:)?(?=[\d.]*[x*X])(?:\d{1,3}|[x*X]{1,3})(?:\.(?:\d{1,3}|[x*X]{1,3})){3}(?![\w.])")
 
@@ -97,7 +99,7 @@ def _ulimit(text: str, where: str) -> list[CheckRun]:
                                      "does not show whether this node has RDMA devices (on one without, the limit "
                                      "does not matter), nor the hard limit; and it is the limit of the shell it ran "
                                      "in: inside srun or mpirun it can differ.",
-                         fix=fixes.memlock()))
+                         fix=fixes.memlock(here=THE_NODE)))
     return out
 
 
@@ -118,7 +120,7 @@ def _df(text: str, where: str) -> list[CheckRun]:
                  {"mounts": [[m.filesystem, m.mount, m.size] for m in mounts[:64]]})]
     if shm is None or shm.size_bytes is None:
         return out
-    host = FakeHost(disk={"/dev/shm": (shm.size_bytes, 0, shm.size_bytes)}, hostname="")
+    host = FakeHost(disk={"/dev/shm": (shm.size_bytes, 0, shm.size_bytes)}, hostname=THE_NODE)
     for r in run_checks(("host.shm-size",), host):
         # the paste shows the size, not what is free: the check's "free" figure is not repeated
         findings = tuple(Finding(f.status, f.summary.split(" (")[0] if f.status == Status.OK else f.summary,

@@ -234,9 +234,17 @@ def xid_errors(ctx: Context):
         if nonfatal:
             explanation += (f". The driver called {', '.join(f'Xid {c}' for c in sorted(nonfatal))} Nonfatal: "
                             "the link recovered; a Fatal one needs the GPU reset")
+        # a state the event left (a row awaiting its remap) is the memory check's to drain for while it lasts
+        state = strongest(e.state_action for e in entries.values() if e.state_action)
         if needs_drain(action):
             yield fail(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action,
                        evidence=evidence, explanation=explanation, fix=fixes[action])
+        elif state not in ("", "none"):
+            yield warn(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=state,
+                       evidence=evidence, explanation=explanation + ". The event leaves the GPU needing a reset "
+                       "until it has one; gpu.memory-errors drains while the GPU still shows it (a reset since "
+                       "then clears the state, not the log).",
+                       fix="nvidia-smi -q -d ROW_REMAPPER   # Pending: Yes means the reset is still needed")
         elif action in ("app-error", "restart-app") or unknown or nonfatal:
             yield warn(summary, subject=f"GPU{gpu}" if gpu is not None else device, action=action or "none",
                        evidence=evidence, explanation=explanation + (" Application errors are the program's, not the "

@@ -29,6 +29,7 @@ class XidEntry:
     nonfatal_action: str = ""  # the action when the driver calls every occurrence "Nonfatal"
     judge_named_cause: bool = False  # judge the Xid its line names as the cause instead
     judge_recovery_target: bool = False  # the line names the recovery action the GPU needs now (Xid 154)
+    state_action: str = ""  # the action the state this event leaves needs until a reset (a WARN, not a drain)
 
     @property
     def known(self) -> bool:
@@ -46,11 +47,14 @@ def catalogue() -> dict[int, XidEntry]:
         if not is_action(action):
             raise ValueError(f"xid.toml: Xid {code} has an unknown action {action!r}")
         nonfatal = row.get("nonfatal_action", "")
-        if nonfatal and not is_action(nonfatal):
-            raise ValueError(f"xid.toml: Xid {code} has an unknown nonfatal_action {nonfatal!r}")
+        state = row.get("state_action", "")
+        for field, value in (("nonfatal_action", nonfatal), ("state_action", state)):
+            if value and not is_action(value):
+                raise ValueError(f"xid.toml: Xid {code} has an unknown {field} {value!r}")
         out[code] = XidEntry(code, row["mnemonic"], row["meaning"], action, row.get("origin", "hardware"),
                              row.get("nvidia_immediate", ""), row.get("nvidia_investigatory", ""), nonfatal,
-                             bool(row.get("judge_named_cause", False)), bool(row.get("judge_recovery_target", False)))
+                             bool(row.get("judge_named_cause", False)), bool(row.get("judge_recovery_target", False)),
+                             state)
     return out
 
 

@@ -189,7 +189,25 @@ UNNAMED = {
     # a throttle reading pasted without its `GPU 0000...` line: the fragment is refused (which GPU?)
     # and throttling is judged over readings on the node, not from one
     "nvidia_smi_q/fragment_q_V100SXM2_hw_power_brake_382mhz_c4130_l4rz_EXCERPT.txt",
+    # the ECC section alone (volatile SRAM uncorrectable 1): refused for the same reason
+    "nvidia_smi_q/fragment_q_ecc_sram_uncorrectable_volatile1_aggregate5_mlengineering_EXCERPT.txt",
 }
+
+
+def test_xid63_names_the_pending_remap_without_draining_on_the_log():
+    """ml-engineering's Xid 63 line ("New row marked for remapping, reset gpu to activate"): a WARN
+    with reset-gpu (xid.toml state_action); the drain is gpu.memory-errors' while the remap is pending,
+    as the same chapter's nvidia-smi -q shows it."""
+    text = fixture_text(data_path("kernel_log", "bare_xid63_row_remapper_new_row_reset_to_activate_mlengineering.log"))
+    host = FakeHost(commands={("nvidia-smi",): fixture_text(TABLE),
+                              ("nvidia-smi", "-q"): fixture_text(data_path("nvidia_smi_q", H100))},
+                    files={"/dev/kmsg": text, "/proc/uptime": "100000 0\n"})
+    (f,) = run_check(gpuhealth.xid_errors, host, {"window_hours": 1e9})
+    assert (f.status, f.action) == (Status.WARN, "reset-gpu") and "Xid 63" in f.summary
+    query = fixture_text(data_path("nvidia_smi_q", "q_510_A100SXM4_remap_pending_correctable_elided_mlengineering_EXCERPT.txt"))
+    (m,) = run_check(gpuhealth.memory_errors, FakeHost(commands={("nvidia-smi",): fixture_text(TABLE),
+                                                               ("nvidia-smi", "-q"): query}))
+    assert (m.status, m.action) == (Status.FAIL, "reset-gpu")
 
 
 def test_every_labelled_capture_gets_its_verdict():

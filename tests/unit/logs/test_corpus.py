@@ -123,6 +123,8 @@ CLASSES = {
     "group-destroyed-rank": ["metaseq-90-unhandled-cuda-error-commabort-what.log"],
     # its second batch: srun's own report that it aborted the step
     "srun-step-aborted": ["pyscenic-456-srun-step-aborted-timed-out.log", "snakemake-225-srun-layout-tasks.log"],
+    # its third batch: googletest's report of a test body that threw a C++ exception
+    "cpp-exceptions": ["mscclpp-431-modify-qp-no-device-gtest.log"],
 }
 
 

@@ -28,7 +28,8 @@ def digest(path: str) -> dict:
     if out["cause"]:
         out["rank"] = first.evidence.get("rank")
         out["host"] = first.evidence.get("host")
-        out["fix"] = first.fix.splitlines()
+        # a fix may point at the fixture by path: the checkout's own location is not the expectation
+        out["fix"] = [line.replace(os.path.dirname(path), "<fixtures>") for line in first.fix.splitlines()]
     out["also"] = [f.subject for f in diag.findings[1:] if f.status.value in ("fail", "warn")]
     out["setup"] = [f"{f.status.value} {f.subject}: {f.summary}" for f in by_id["log.nccl-setup"].findings
                     if f.status.value in ("fail", "warn")]

@@ -38,6 +38,8 @@ def _lead(tmp_path, text, name="job.log"):
     ("[2023-09-10 11:45:59,501] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6294\n", None, "",
      "Killing subprocess"),
     ("epoch 40\nsrun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n", None, "", "Job step aborted"),
+    ('[ RUN      ] IbTest.SimpleSendRecv\nunknown file: Failure\n'
+     'C++ exception with description "bad alloc" thrown in the test body.\n', None, "", "thrown in the test body"),
 ])
 def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
     lead = _lead(tmp_path, text)

@@ -298,10 +298,11 @@ def xid_errors(ctx: Context):
        params={"expected_links": 0, "max_errors": 1000})
 def nvlink(ctx: Context):
     """Links expected (expected_links per GPU, or else as many as the GPU with the most active
-    ones, and for an SXM module that lists links down its product's own count, hardware/nvlink.toml)
-    against links active: an inactive link on an NVLink system halves or worse the bandwidth of every
-    collective and is reset-class (NVIDIA: Xid 74, reset the GPU). Replay, recovery and CRC
-    counters above max_errors point at a link to inspect; a counter at 65535 has saturated."""
+    ones) against links active: an inactive link on an NVLink system halves or worse the bandwidth of
+    every collective and is reset-class (NVIDIA: Xid 74, reset the GPU). An SXM module listing links
+    down short of its product's own count (hardware/nvlink.toml) with no GPU of the node showing more
+    is named, not drained. Replay, recovery and CRC counters above max_errors point at a link to
+    inspect; a counter at 65535 has saturated."""
     health, none = _health(ctx)
     if none:
         yield none

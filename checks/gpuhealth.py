@@ -334,29 +334,39 @@ def nvlink(ctx: Context):
         yield skip("no active NVLink on this node's GPUs" + (" (links listed, none active)" if any(
             g.links or g.all_inactive for g in state.gpus) else ""))
         return
-    # Without a site's number, the GPU with the most active links sets what the others should have;
-    # a GPU that lists links down counts against its SXM product's own number (hardware/nvlink.toml)
-    # too, so a paste of one GPU, or a node whose GPUs all lost the same link, is judged. A link not
-    # listed at all is not counted as down: the driver lists every link, so a short list is a cut paste.
+    # Without a site's number, the GPU with the most active links sets what the others should have:
+    # short of that, a GPU has lost a link (FAIL). A GPU that lists links down short of its SXM product's
+    # own number (hardware/nvlink.toml) while the node shows none with more is named but not drained on
+    # that alone: a paste of one GPU, a node whose GPUs all lost the same link, and a VM holding part of
+    # a V100 mesh (its links to GPUs outside the VM down) look alike. A link not listed at all is not
+    # counted as down: the driver lists every link, so a short list is a cut paste.
     most = max((len(g.active) for g in linked), default=0)
     limit = int(ctx.params.get("max_errors", 1000))
     found = False
     for g in state.gpus:
         active = g.active
+        expected = site or most
         product = expected_links(g.name) if g.inactive or g.all_inactive else None
-        expected = site or max(most, product or 0)
         # a paste that cut this GPU's listing shows only some of its links: count only what it lists
         counted = len(active) + len(g.inactive) if g.elided else expected
+        evidence = {"gpu": g.index, "active": active, "inactive": g.inactive, "expected": expected,
+                    "product_links": product, "source": state.source}
+        down = f" (inactive: {', '.join(map(str, g.inactive))})" if g.inactive else ""
+        fix = f"nvidia-smi -r -i {g.index}   # with no process on it; then: nvidia-smi nvlink -s -i {g.index}"
         if len(active) < min(expected, counted):
             found = True
-            yield fail(f"GPU{g.index}: {len(active)} of {expected} NVLink links active"
-                       + (f" (inactive: {', '.join(map(str, g.inactive))})" if g.inactive else ""),
-                       subject=f"GPU{g.index}", action="reset-gpu",
-                       evidence={"gpu": g.index, "active": active, "inactive": g.inactive, "expected": expected,
-                                 "source": state.source},
+            yield fail(f"GPU{g.index}: {len(active)} of {expected} NVLink links active" + down,
+                       subject=f"GPU{g.index}", action="reset-gpu", evidence=evidence,
                        explanation="NCCL routes around a missing link through slower paths or PCIe; the link comes "
-                                   "back only after a GPU reset, and a link that stays down is hardware.",
-                       fix=f"nvidia-smi -r -i {g.index}   # with no process on it; then: nvidia-smi nvlink -s -i {g.index}")
+                                   "back only after a GPU reset, and a link that stays down is hardware.", fix=fix)
+        elif not site and product and len(active) < product:
+            found = True
+            yield warn(f"GPU{g.index} ({g.name}): {len(active)} of the {product} NVLink links this product uses "
+                       "active" + down, subject=f"GPU{g.index}", action="reset-gpu", evidence=evidence,
+                       explanation="No GPU of this node shows more links, so this is not drained on its own: every "
+                                   "GPU of a node losing the same link, or a VM holding part of a GPU mesh, looks "
+                                   "the same. A link that stays down after a reset is hardware; a site sets "
+                                   "expected_links to drain for it.", fix=fix)
         for link, counters in sorted(g.errors.items()):
             saturated = [n for n, v in counters.items() if v >= COUNTER_MAX]
             high = {n: v for n, v in counters.items() if v > limit}

@@ -55,15 +55,23 @@ def test_text_fallback_and_health_verdict(tmp_path):
 
 
 def test_health_over_second_round_link_captures(tmp_path):
-    """`health` over real NVLink and DCGM captures: a V100-SXM2 listing 2 of its 6 links down drains
-    (reset-gpu) even with no other GPU to compare; two bridged H100 PCIe using 12 of 18 links, and DCGM
-    calling the links of a GPU without NVLink down, drain nothing."""
+    """`health` over real NVLink and DCGM captures: a V100-SXM2 listing 2 of its 6 links down, with no
+    other GPU to compare, is named (WARN, reset-gpu) and drains where the site says 6 links are
+    expected; two bridged H100 PCIe using 12 of 18 links, and DCGM calling the links of a GPU without
+    NVLink down, drain nothing."""
     smi = node(tmp_path)
     smi.answer("-q -x", stdout="")  # no XML here: the text form is read
     smi.answer("-q", stdout_file=data_path("nvidia_smi_q", "q_470_V100PCIe_i1_retired_sbe1_aggregate_sbe3_bsyonline.txt"))
     smi.answer("nvlink -e", stdout="")
     smi.answer("nvlink -s", stdout_file=data_path("nvlink", "nvlink_s_V100_links3_5_inactive_azhpcdiag73_EXCERPT.txt"))
     proc, doc = run(smi, "health", "--only", "gpu.nvlink", "--node", "gpu17", "--format", "json")
+    (nvlink,) = doc["checks"]
+    assert nvlink["status"] == "warn" and nvlink["findings"][0]["action"] == "reset-gpu", nvlink
+    assert "2 of the 6" not in nvlink["findings"][0]["summary"] and "4 of the 6" in nvlink["findings"][0]["summary"]
+    assert doc["health"]["draining_checks"] == [], doc["health"]
+    site = tmp_path / "site.toml"
+    site.write_text('[checks."gpu.nvlink"]\nexpected_links = 6\n')
+    proc, doc = run(smi, "health", "--only", "gpu.nvlink", "--node", "gpu17", "--config", str(site), "--format", "json")
     assert doc["health"]["draining_checks"] == ["gpu.nvlink"], doc["health"]
     assert "reset-gpu: gpu.nvlink: GPU3" in doc["health"]["why"]
 

@@ -293,3 +293,25 @@ def test_xid154_names_the_recovery_the_gpu_needs():
                                                    "from 0x1 (GPU Reset Required) to 0x0 (None)")
     (f,) = xid(back)
     assert f.status is Status.OK
+
+
+def nvlink_node(status):
+    return FakeHost(commands={("nvidia-smi",): fixture_text(TABLE),
+                              ("nvidia-smi", "-q"): fixture_text(data_path("nvidia_smi_q", H100)),
+                              ("nvidia-smi", "nvlink", "-s"): status, ("nvidia-smi", "nvlink", "-e"): ""})
+
+
+def test_product_links_name_a_short_gpu_the_node_comparison_drains():
+    """The V100 of Azure/azhpc-diagnostics#73 (links 3 and 5 <inactive>): alone, named against its
+    product's 6 links but not drained; the same GPU beside one with all 6 up drains; every GPU short the
+    same way (a VM holding half a V100 mesh; constructed from the capture) drains nothing."""
+    v100 = fixture_text(data_path("nvlink", "nvlink_s_V100_links3_5_inactive_azhpcdiag73_EXCERPT.txt"))
+    (alone,) = run_check(gpuhealth.nvlink, nvlink_node(v100))
+    assert (alone.status, alone.action, alone.evidence["product_links"]) == (Status.WARN, "reset-gpu", 6)
+    full = v100.replace("GPU 3:", "GPU 2:").replace("<inactive>", "25.781 GB/s").replace("....\n", "")
+    (short,) = run_check(gpuhealth.nvlink, nvlink_node(full + v100.replace("....\n", "")))
+    assert (short.status, short.subject, short.evidence["expected"]) == (Status.FAIL, "GPU3", 6)
+    half = "".join(v100.replace("....\n", "").replace("GPU 3:", f"GPU {i}:") for i in range(4))
+    found = run_check(gpuhealth.nvlink, nvlink_node(half))
+    assert [f.status for f in found] == [Status.WARN] * 4 and not any(needs_drain(f.action) and
+                                                                        f.status is Status.FAIL for f in found)

@@ -513,7 +513,7 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
         # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
         ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
     runs_ = _run_checks(ids, host)
-    stated = (pasted_driver.ib_statement(parsed, where) if section.kind == "ib" else
+    stated = (pasted_driver.ib_statement(parsed, where, section.text) if section.kind == "ib" else
               pasted_driver.kernel_statement(section.text, where) if section.kind == "kernel" else None)
     return ([stated] if stated else []) + [
         CheckRun(r.id, f"{r.title} (pasted {section.kind} at {where})", r.tags + ("pasted",), r.status, r.findings,

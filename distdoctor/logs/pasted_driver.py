@@ -15,7 +15,8 @@ import re
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.text import plural
 
-KINDS = ("smi_failed", "smi_nvml", "smi_no_devices", "smi_fragment", "driver_unbound", "ibpanic", "nvlink")
+KINDS = ("smi_failed", "smi_nvml", "smi_no_devices", "smi_fragment", "driver_unbound", "ibpanic", "nvlink", "lspci",
+         "ibdev2netdev")
 
 # "couldn't" is pasted with typographic apostrophes too (couldn‘t, couldn’t)
 _FAILED = re.compile(r"^NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver\b")
@@ -76,6 +77,15 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         return "driver_unbound", end
     if _IBPANIC.match(body):
         return "ibpanic", i + 1
+    from distdoctor.parsers.ibdev2netdev import is_ibdev2netdev_line
+    from distdoctor.parsers.lspci import is_lspci_line
+
+    for kind, is_line in (("lspci", is_lspci_line), ("ibdev2netdev", is_ibdev2netdev_line)):
+        if is_line(body):
+            end = i + 1
+            while end < len(lines) and end - i < 5000 and is_line(lines[end].strip()):
+                end += 1
+            return kind, end
     if _NVLINK_GPU.match(body) and i + 1 < len(lines) and lines[i + 1].strip().startswith("Link "):
         end = i + 1
         while end < len(lines) and end - i < 5000 and _NVLINK_LINE.match(lines[end].strip()):
@@ -133,6 +143,10 @@ def runs(kind: str, text: str, where: str, _env: dict[str, str]) -> list[CheckRu
         return table_runs(table, where)
     if kind == "nvlink":
         return _nvlink(text, where)
+    if kind == "lspci":
+        return _lspci(text, where)
+    if kind == "ibdev2netdev":
+        return _ibdev2netdev(text, where)
     if kind == "driver_unbound":
         count = next((m["count"] for m in _UNBOUND.finditer(text) if m["count"]), None)
         return [_note(where, Status.FAIL, "pasted kernel log: the NVIDIA driver did not bind to "
@@ -192,14 +206,15 @@ def table_runs(table, where: str) -> list[CheckRun]:
     return out
 
 
-def ib_statement(ports, where: str) -> CheckRun | None:
+def ib_statement(ports, where: str, text: str = "") -> CheckRun | None:
     """What a pasted ibstat/ibv_devinfo shows, port by port (the checks judge the ports)."""
     if not ports:
         return None
+    tool = "ibv_devinfo" if "hca_id:" in text else "ibstat"
     shown = "; ".join(f"{p.hca}/{p.port} {p.state or '?'} {p.phys_state or ''} {p.rate or ''}".rstrip()
                       for p in ports[:12])
     more = f" (and {len(ports) - 12} more)" if len(ports) > 12 else ""
-    return _note(where, Status.OK, f"pasted `ibstat`: {plural(len(ports), 'port')}: {shown}{more}",
+    return _note(where, Status.OK, f"pasted `{tool}`: {plural(len(ports), 'port')}: {shown}{more}",
                  f"InfiniBand ports (pasted ibstat at {where})",
                  {"ports": [{"hca": p.hca, "port": p.port, "state": p.state, "phys_state": p.phys_state,
                              "rate": p.rate} for p in ports[:32]]})
@@ -265,3 +280,40 @@ def _nvlink(text: str, where: str) -> list[CheckRun]:
                               "pairs (H100 NVL, PCIe boards with bridges), a fault on an SXM board whose links are "
                               "all wired. The paste does not show which board this is, so links are stated, not "
                               "judged (gpu.nvlink judges them on the node).")]
+
+
+def _lspci(text: str, where: str) -> list[CheckRun]:
+    """Pasted lspci lines: the NVIDIA devices stated; one answering `rev ff` no longer responds."""
+    from distdoctor.parsers.lspci import parse_lspci
+
+    devices = parse_lspci(text)
+    nvidia = [d for d in devices if d.nvidia]
+    shown = "; ".join(f"{d.slot} {d.cls}: {d.device}" for d in nvidia[:8]) or "no NVIDIA device among the lines shown"
+    out = [_note(where, Status.OK, f"pasted `lspci`: {plural(len(devices), 'device')}, {len(nvidia)} NVIDIA: {shown}",
+                 f"PCI devices (pasted lspci at {where})",
+                 {"nvidia": [[d.slot, d.cls, d.device, d.rev] for d in nvidia[:32]]},
+                 explanation="lspci shows what the PCI bus enumerates, not whether the driver took it: "
+                             "nvidia-smi tells that.")]
+    gone = [d for d in nvidia if (d.rev or "").lower() == "ff"]
+    if gone:
+        out.append(_note(where, Status.FAIL, f"pasted `lspci`: {', '.join(d.slot for d in gone[:8])} answer "
+                                             "`rev ff`: the GPU no longer responds on the bus",
+                         f"PCI devices (pasted lspci at {where})", {"slots": [d.slot for d in gone]},
+                         explanation="All-ones config reads mean the device dropped off the PCIe bus (Xid 79 in the "
+                                     "kernel log): only a reset of the slot or a reboot brings it back.",
+                         fix="# on that node: the driver's word on it, then drain it for a reboot\n"
+                             "dmesg -T | grep -i -E 'fallen off the bus|Xid' | tail -n 20"))
+    return out
+
+
+def _ibdev2netdev(text: str, where: str) -> list[CheckRun]:
+    from distdoctor.parsers.ibdev2netdev import parse_ibdev2netdev
+
+    maps = parse_ibdev2netdev(text)
+    shown = "; ".join(f"{m.hca}/{m.port} => {m.netdev} ({m.state})" for m in maps[:16])
+    return [_note(where, Status.OK, f"pasted `ibdev2netdev`: {plural(len(maps), 'port')}: {shown}",
+                  f"RDMA devices (pasted ibdev2netdev at {where})",
+                  {"ports": [[m.hca, m.port, m.netdev, m.state] for m in maps[:64]]},
+                  explanation="(Up)/(Down) is the network interface's state (IPoIB, or the RoCE interface), not the "
+                              "InfiniBand port's: a pure InfiniBand fabric without IPoIB shows (Down) on healthy "
+                              "ports. The ports' own state is not shown here: ibstat shows it.")]

@@ -13,3 +13,16 @@ class ParseError(ValueError):
         self.text = text
         where = f" (line {line}: {text.strip()[:80]!r})" if line is not None else ""
         super().__init__(f"{tool}: {message}{where}")
+
+
+def line_matches(text: str, pattern, tool: str, what: str) -> list:
+    """The match of pattern on each non-blank line of text (stripped), for outputs of one line
+    per record; a line it does not match is a ParseError naming it."""
+    matches = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if raw.strip():
+            m = pattern.match(raw.strip())
+            if m is None:
+                raise ParseError(tool, f"not {what}", number, raw)
+            matches.append(m)
+    return matches

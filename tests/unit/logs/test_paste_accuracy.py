@@ -43,3 +43,16 @@ def test_a_paste_read_wrong_is_scored_as_a_miss():
     entry = dict(df, verdict="fail", state=["no such statement"], never=["/dev/shm"])
     verdict = pastes.judge(entry)
     assert not verdict.right and len(verdict.misses) == 3, verdict.misses
+
+
+def test_an_nvidia_device_answering_rev_ff_fails(tmp_path):
+    """No citable real paste of `(rev ff)` was found: this is dracula/tmux#272's real line with its
+    revision replaced by the all-ones answer of a device gone from the bus, read in a paste."""
+    from distdoctor.logs.analysis import analyse
+
+    line = "06:00.0 3D controller: NVIDIA Corporation GP108M [GeForce MX250] (rev ff)"
+    path = tmp_path / "paste.md"
+    path.write_text(f"```\n$ lspci | grep -i nvidia\n{line}\n```\n")
+    runs, _ = analyse([str(path)], use_grep=False)
+    failed = [f for r in runs if r.id == "log.pasted-output" for f in r.findings if f.status.value == "fail"]
+    assert len(failed) == 1 and "06:00.0" in failed[0].summary and "no longer responds" in failed[0].summary

@@ -187,3 +187,19 @@ def test_health_paste_quoted_below_its_banner_and_dcgm4_json_paste():
     runs = pasted.runs([("burnin.log", "level 2:\n" + text(glimmer) + "\ndone\n")])
     diag = next(r for r in runs if r.title.startswith("DCGM diagnostic"))
     assert [(g.status, g.action) for g in diag.findings] == [(Status.FAIL, "fix-config")]
+
+
+@pytest.mark.parametrize("system", ["NVLINK system", "IMEX system"])
+def test_imex_not_ready_is_gpu_fabrics_to_judge(system):
+    """DCGM's "IMEX daemon status is -3 (not READY)" (its message as NVIDIA/NVSentinel#1471 quotes it from a
+    p5.48xlarge, where no IMEX is meant to run) in DCGM 4's health tree, under the NVLink watch of older
+    servers or the IMEX watch of DCGM 4.7 (constructed: the layout of the NVSentinel PR #1481 capture)."""
+    report = ("| Overall Health            | Failure                                       |\n"
+              "| -> 0                      | Failure                                       |\n"
+              f"|    -> {system:<19} | Failure                                       |\n"
+              "|                           | IMEX daemon status is -3 (not READY)          |\n")
+    (f,) = judge_health(parse_health(report))
+    assert (f.status, f.action, f.evidence["judged_by"]) == (Status.WARN, "none", "gpu.fabric")
+    other = report.replace("IMEX daemon status is -3 (not READY)  ", "IMEX domain state is DEGRADED        ")
+    (g,) = judge_health(parse_health(other))
+    assert (g.status, g.action) == (Status.FAIL, "fix-config")  # a service, never a GPU reset

@@ -47,8 +47,9 @@ _ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\
 _ISO_LINE = re.compile(r"^(?:[a-z]+\s*:\s*[a-z]+\s*: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?"
                        r"((?:[+-]\d\d:?\d\d|Z)?)\s(.*)$")
 _JOURNAL_HOST = re.compile(r"^\S+ kernel: (.*)$")  # after an ISO time: "host kernel: msg"
-# journalctl short, syslog; SONiC's syslog adds microseconds and a level word ("21:05:38.106121 host INFO kernel:")
-_SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d)(?:\.\d+)? \S+ (?:[A-Z]+ )?kernel: (.*)$")
+# journalctl short, syslog; SONiC's syslog adds microseconds and a level word ("21:05:38.106121 host INFO kernel:");
+# a paste may drop the host ("Mar 29 15:38:59 kernel: NVRM: ...", NVIDIA's forum, tests/data/kernel_log)
+_SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d)(?:\.\d+)? (?:\S+ )?(?:[A-Z]+ )?kernel: (.*)$")
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): (\d+)")
 _SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, (Non-fatal|Fatal))?")

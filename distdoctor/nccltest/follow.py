@@ -68,7 +68,10 @@ def run(rank: Rank, fp: dict[str, Any], listener) -> int:
         rank.say(f"cannot reach {where} after {time.monotonic() - rank.started:.1f} s: {why}{rank0}; "
                  f"still trying until the {rank.args.timeout:g} s bound")
 
-    why = wait_for_port(rank.host, e.addr, e.port, rank.phase_deadline(),
+    # Tried until this rank's own bound, not its phase deadline: rank 0 gives up on a missing
+    # rank at its phase deadline and reports then; a launcher that ends the job at the first
+    # exit (mpirun) killed rank 0 mid-report when this rank left at that same moment.
+    why = wait_for_port(rank.host, e.addr, e.port, rank.started + rank.args.timeout,
                         rank.started + rank.args.timeout / 2, early)
     if why:
         rank.say(f"cannot reach {where} within {rank.args.timeout:g} s: {why}{rank0}")

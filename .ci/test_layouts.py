@@ -24,6 +24,10 @@ BUILTIN_ID = "net.nccl-socket-interface"
 # timing bounds must not lose seconds to pip. distdoctor itself runs at the normal priority,
 # since a pack that has not loaded within its bound is abandoned.
 LOW = ["nice", "-n", "19"]
+# .ci/run sets PIP_RETRIES=0 to fail over from the PyTorch index CI cannot reach; these installs
+# never name that index, and one reset connection to PyPI (fetching setuptools for the build)
+# failed a run: they get pip's own retries back.
+PIP_RETRIES = {"PIP_RETRIES": "5"}
 
 
 def _copy_tree(dest: str) -> str:
@@ -36,6 +40,7 @@ def _copy_tree(dest: str) -> str:
 
 def _run(argv: list[str], cwd: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PIP_RETRIES)
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -132,6 +137,7 @@ def test_the_readme_install_command_works_on_a_python_that_refuses_pip_install(w
     os.makedirs(shim, exist_ok=True)
     os.symlink(python3, os.path.join(shim, "python3"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(PIP_RETRIES)
     env["PATH"] = f"{shim}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
     def sh(command: str, cwd: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from tests.harness.ranks import (
     report,
     require_torch,
     statuses,
+    trouble,
 )
 
 MARGIN = 6.0  # four or five interpreters importing torch on a loaded 2-core machine
@@ -70,8 +71,8 @@ def test_four_healthy_hosts_have_no_alarm(lan):
     """Two ranks on h0, one on each other host: one prober per host (ranks 0, 2, 3, 4), twelve
     host pairs, every rate near the median, the all_reduce passes."""
     _, doc, errs, rcs, _ = run_job(lan, ["h0", "h0", "h1", "h2", "h3"])
-    assert rcs == [0] * 5, (errs, doc["checks"])
-    assert all(s in ("ok", "warn") for s in statuses(doc).values()), doc["checks"]
+    assert rcs == [0] * 5, (errs, trouble(doc))
+    assert all(s in ("ok", "warn") for s in statuses(doc).values()), trouble(doc)
     assert statuses(doc)["nccl-test.mesh"] == "ok" and statuses(doc)["nccl-test.all-reduce"] == "ok"
     [(_, summary)] = mesh_summaries(doc)
     assert summary.startswith("all 12 host-to-host connections work; median ")
@@ -181,17 +182,18 @@ def test_localise_rounds_name_the_throttled_host(lan):
 
 def test_localise_on_a_healthy_lan_singles_out_nobody(lan):
     rc0, doc, errs, rcs, _ = run_job(lan, list(HOSTS), args=["--localise"])
-    assert rcs == [0] * 4, (errs, doc["checks"])
+    assert rcs == [0] * 4, (errs, trouble(doc))
     [finding] = checks(doc)["nccl-test.localise"]["findings"]
-    assert finding["status"] == "ok" and "no host or link is singled out" in finding["summary"]
-    assert all(s in ("ok", "skip") for s in statuses(doc).values()), doc["checks"]
+    assert finding["status"] == "ok" and "no host or link is singled out" in finding["summary"], (
+        finding, doc["nccl_test"].get("localise"))
+    assert all(s in ("ok", "skip") for s in statuses(doc).values()), trouble(doc)
 
 
 def test_a_host_leader_gathers_its_ranks_results_for_rank_0(lan):
     """Two ranks on h1 and two on h2: their leaders (ranks 1 and 3) pass their host's results to
     rank 0 in one key each; every rank's results arrive and the job passes."""
     rc0, doc, errs, rcs, _ = run_job(lan, ["h0", "h1", "h1", "h2", "h2"])
-    assert rcs == [0] * 5, (errs, doc["checks"])
+    assert rcs == [0] * 5, (errs, trouble(doc))
     assert sorted(doc["nccl_test"]["results"]) == ["0", "1", "2", "3", "4"]
     assert doc["nccl_test"]["results_read"] == {"per_host": 2, "per_rank": 0}
     assert [h["ranks"] for h in doc["nccl_test"]["mesh"]["hosts"]] == [[0], [1, 2], [3, 4]]

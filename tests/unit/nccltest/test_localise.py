@@ -272,3 +272,37 @@ def test_culprits_become_findings_that_validate_against_the_report_schema():
     report = Report("0.1.0", "h1", RunContext("none", "test"), "2026-11-24T00:00:00.000Z", 0.1, (run,), "nccl-test")
     doc = load_report(render(report))
     assert [f["subject"] for f in doc["checks"][0]["findings"]] == ["h3", "h1 -> h2", "h[1-4]"]
+
+
+# --- a slow link is measured twice -----------------------------------------------------------------
+
+def _drive(n, speed):
+    """Run the search; speed(pair, try) gives each try's GB/s (None: the pair fails)."""
+    loc = Localiser([f"h{i}" for i in range(n)])
+    tries: dict = {}
+    while (pairs := loc.next_round()) is not None:
+        for pair in pairs:
+            tries[pair] = tries.get(pair, 0) + 1
+            bw = speed(pair, tries[pair])
+            loc.record(pair, bw is not None, bw)
+    return loc, tries
+
+
+def test_a_link_slow_on_one_try_only_is_measured_again_and_not_named():
+    loc, tries = _drive(4, lambda pair, k: SLOW if pair == (0, 1) and k == 1 else HEALTHY)
+    assert tries[(0, 1)] == 2
+    assert loc.culprits() == []
+
+
+def test_a_link_slow_on_both_tries_is_named_with_its_faster_try():
+    loc, tries = _drive(4, lambda pair, k: (SLOW * k) if pair == (0, 1) else HEALTHY)
+    assert tries[(0, 1)] == 2 and max(tries.values()) == 2
+    [culprit] = loc.culprits()
+    assert (culprit.kind, culprit.hosts) == (LINK, ("h0", "h1"))
+    assert culprit.measured == SLOW * 2
+
+
+def test_a_slow_link_failing_its_second_try_is_named_as_failing():
+    loc, _ = _drive(4, lambda pair, k: (SLOW if k == 1 else None) if pair == (2, 3) else HEALTHY)
+    [culprit] = loc.culprits()
+    assert (culprit.kind, culprit.hosts) == (LINK, ("h2", "h3")) and " fails " in culprit.text

@@ -1,6 +1,7 @@
 import collections
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -8,6 +9,14 @@ import pytest
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    # A shell starts a background job (`bash .ci/run &`, nohup from a script) with SIGINT
+    # ignored, and every process the tests start would inherit that: the Ctrl-C tests would then
+    # wait out the bounds they test. A handler, unlike SIG_IGN, is not inherited across exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def data_path(*parts: str) -> str:

@@ -28,7 +28,7 @@ def test_every_query_capture_parses_and_is_indexed():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("nvidia_smi_q", "q*"))
                    if not p.endswith(".parsed.json"))  # the golden runner's expected parses
     index = read("nvidia_smi_q", "INDEX.md")
-    assert len(files) == 16
+    assert len(files) == 17
     for name in files:
         assert name in index
         report = parse_query(read("nvidia_smi_q", name))
@@ -136,7 +136,7 @@ def kinds(log):
 def test_every_kernel_log_is_indexed_and_parses():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("kernel_log", "*.log")))
     index = read("kernel_log", "INDEX.md")
-    assert len(files) == 32
+    assert len(files) == 48
     for name in files:
         assert name in index
         parse_kernel_log(read("kernel_log", name), 2025)
@@ -184,7 +184,7 @@ def test_links_and_healthy_logs():
     port = parse_kernel_log(read("kernel_log", "journalctl_short_mlx5_port_link_init_active_gpud1209_EXCERPT.log"))
     assert [e.detail for e in port.events] == ["init", "active"] and port.events[0].device == "mlx5_5/1"
     boot = parse_kernel_log(read("kernel_log", "dmesg_decode_iso_boot_mlx5_links_healthy.log"))
-    assert {e.kind for e in boot.events} == {"link"} and boot.lines == 2382  # the _OSC "AER" lines are not errors
+    assert {e.kind for e in boot.events} == {"link", "mlx5"} and boot.lines == 2382  # the _OSC "AER" lines are not errors
     for name in ("kmsg_records_nvswitch_open_healthy.log", "journalctl_short_iso_k8s_node_healthy.log"):
         assert parse_kernel_log(read("kernel_log", name)).events == ()
 

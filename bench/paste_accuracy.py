@@ -1,5 +1,6 @@
 """Score `distdoctor log` over the labelled pasted tool outputs and print every miss:
-python3 bench/paste_accuracy.py [--round] (--round: only the pastes of the first-sight round).
+python3 bench/paste_accuracy.py [--round | --round2] (only the pastes of the first or the second
+first-sight round).
 Recognised? stated back? the labelled verdict, by the labelled check? nothing invented? what the
 paste cannot show said? The floor the test holds it to is tests/data/logs/pasted/score.toml."""
 
@@ -12,7 +13,12 @@ from tests.harness import pastes  # noqa: E402
 
 
 def main() -> int:
-    entries = pastes.round_entries() if "--round" in sys.argv else pastes.labels()
+    if "--round2" in sys.argv:
+        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2)
+    elif "--round" in sys.argv:
+        entries = pastes.round_entries(pastes.FIRST_OF_ROUND, pastes.FIRST_OF_ROUND2)
+    else:
+        entries = pastes.labels()
     accuracy, verdicts = pastes.score(entries)
     for v in verdicts:
         if not v.right:

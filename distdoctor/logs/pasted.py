@@ -20,7 +20,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from distdoctor.logs import pasted_driver, pasted_host, pasted_tools
+from distdoctor.logs import (pasted_builds, pasted_driver, pasted_host, pasted_rdma, pasted_slurm, pasted_tools,
+                             pasted_topo)
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
@@ -53,7 +54,8 @@ _RDMA_LINK = re.compile(r"mlx5_core \S+ \S+: (?:Port: \d+ )?Link |[Ll]ost carrie
 _MLX5_LINE = re.compile(r"mlx5_core(?: \S+)?: ")  # the adapter's own lines (not lspci's "in use: mlx5_core")
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed|"
                      r"GSP Timeout|" + _RDMA_LINK.pattern + "|" + _MLX5_LINE.pattern)
-_COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version): ")
+# vLLM's collect_env aligns its values: "PyTorch version              : 2.8.0+cu128"
+_COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version) *: ")
 # An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
 # `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
 _ADDRESS_WORD = re.compile(r"\binet6?\b|\binet addr:|\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b|"
@@ -67,6 +69,7 @@ class Section:
     source: str
     line: int
     text: str
+    cut: str = ""  # where a paste cut it off, when it shows that (topo: the row; interfaces: the last one)
 
 
 def _clean(line: str) -> str:
@@ -111,6 +114,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "interfaces", _run(lines, i, lambda s: bool(_IP_BRIEF.match(s)))
         elif _TOPO.search(line):
             kind, end = "topo", _topo_end(lines, i)
+        elif (flat := pasted_rdma.flat_ibstat_end(lines, i)) is not None:
+            kind, end = "ib", flat
         elif _IB.match(line):
             kind, end = "ib", _block(lines, i, lambda s: bool(_IB.match(s)), allow_blank=True)
         elif _COLLECT_ENV.match(body):
@@ -122,7 +127,8 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
         elif _SMI_X.match(body):
             kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
         elif (tool := pasted_driver.detect(lines, i) or pasted_tools.detect(lines, i)
-              or pasted_host.detect(lines, i)) is not None:
+              or pasted_host.detect(lines, i) or pasted_rdma.detect(lines, i) or pasted_slurm.detect(lines, i)
+              or pasted_topo.detect(lines, i)) is not None:
             kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
@@ -131,7 +137,14 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "ompi_info", _run(lines, i, lambda s: not s.startswith("```"))
         if kind:
             chunk = textwrap.dedent("\n".join(lines[i:end]))
-            sections.append(Section(kind, source, i + 1, chunk))
+            cut = ""
+            if kind == "ib":
+                chunk = pasted_rdma.indent_ibstat(chunk)
+            elif kind == "topo":
+                chunk, cut = pasted_topo.complete_rows(chunk)
+            elif kind == "interfaces":
+                cut = pasted_host.listing_cut(lines, i, end)
+            sections.append(Section(kind, source, i + 1, chunk, cut))
             i = max(end, i + 1)
             continue
         i += 1
@@ -463,7 +476,7 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
 
 def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
-    for module in (pasted_tools, pasted_driver, pasted_host):
+    for module in (pasted_tools, pasted_driver, pasted_host, pasted_rdma, pasted_slurm, pasted_topo):
         if section.kind in module.KINDS:
             return module.runs(section.kind, section.text, where, env)
     if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):
@@ -480,9 +493,9 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
     if not parsed:
         return []
     if section.kind == "collect_env":
-        return _collect_env_run(parsed, where, smi)
+        return pasted_builds.collect_env_run(parsed, where, smi)
     if section.kind == "ompi_info":
-        return _ompi_info_run(parsed, section, where, gpus)
+        return pasted_builds.ompi_info_run(parsed, section.text, where, gpus)
     from distdoctor.testing import FakeHost
 
     data: dict = {"env": dict(env), "hostname": "pasted"}
@@ -514,8 +527,15 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
         # without the setting, gloo's choice hangs on the hostname's address, which a paste cannot show
         ids = tuple(i for i in ids if i != "net.gloo-socket-interface")
     runs_ = _run_checks(ids, host)
+    if section.kind == "interfaces" and section.cut and not pasted_host.names_shown(env, parsed):
+        # "NCCL will use X" among a list cut short is not its choice on the node; a warning about an
+        # interface shown (one NCCL takes beside the others) stands
+        runs_ = [r for r in runs_ if r.status != Status.OK]
     stated = (pasted_driver.ib_statement(parsed, where, section.text) if section.kind == "ib" else
-              pasted_driver.kernel_statement(section.text, where) if section.kind == "kernel" else None)
+              pasted_driver.kernel_statement(section.text, where) if section.kind == "kernel" else
+              pasted_driver.query_statement(parsed, where) if section.kind == "smi_q" else
+              pasted_topo.cut_note(section.cut, where) if section.kind == "topo" and section.cut else
+              pasted_host.cut_listing_note(parsed, section.cut, where) if section.cut else None)
     return ([stated] if stated else []) + [
         CheckRun(r.id, f"{r.title} (pasted {section.kind} at {where})", r.tags + ("pasted",), r.status, r.findings,
                  r.duration, f"pasted {section.kind} at {where}") for r in runs_]
@@ -524,68 +544,3 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
 def _run_checks(ids, host) -> list[CheckRun]:
     return pasted_tools.run_checks(ids, host, PASTE_PARAMS)
 
-
-def _ompi_info_run(info, section: Section, where: str, gpus: int) -> list[CheckRun]:
-    """build.mpi-cuda-aware over a pasted ompi_info. Whether CUDA support matters depends on the
-    node having GPUs: the check runs when some pasted section shows them (nvidia-smi, its topology,
-    collect_env); otherwise a build without CUDA support is stated, not judged."""
-    from distdoctor.testing import FakeHost
-
-    label = f"Open MPI {info.version}" if info.version else "Open MPI"
-    if not gpus and info.cuda_support is False:
-        return [_note(where, Status.OK, f"pasted ompi_info at {where}: {label} is built without CUDA support (the "
-                                        f"paste does not show whether the node has GPUs; on a GPU node "
-                                        f"build.mpi-cuda-aware warns)", {"cuda_flags": dict(info.cuda_keys)})]
-    host = FakeHost(commands={"ompi_info": section.text}, hostname="pasted",
-                    dirs={"/proc/driver/nvidia/gpus": [f"0000:{k:02x}:00.0" for k in range(gpus)]} if gpus else None)
-    return [CheckRun(r.id, f"{r.title} (pasted ompi_info at {where})", r.tags + ("pasted",), r.status, r.findings,
-                     r.duration, f"pasted ompi_info at {where}" + (f"; {gpus} GPU(s) from the paste" if gpus else ""))
-            for r in _run_checks(("build.mpi-cuda-aware",), host)]
-
-
-def _collect_env_run(env, where: str, smi=None) -> list[CheckRun]:
-    """gpu.cuda-compat over the torch build and driver the paste shows. collect_env prints the
-    driver version but not the CUDA it supports: that comes from a pasted nvidia-smi's header
-    when there is one, else from NVIDIA's release-notes table (Linux drivers; a WSL2 paste
-    shows the Windows driver's number, which the table does not cover, so no verdict there)."""
-    from distdoctor.facts.gpu import cuda_for_driver
-    from distdoctor.host import Distribution
-    from distdoctor.testing import FakeHost
-
-    # under the inventory's names (inventory.COLLECT_ENV maps collect_env's labels to them)
-    facts = {k: v for k, v in (("torch.version", env.torch_version), ("torch.cuda", env.torch_cuda),
-                                 ("gpu.driver", env.driver), ("gpu.count", len(env.gpus)),
-                                 ("os.pretty", env.get("OS")), ("python.platform", env.get("Python platform"))) if v}
-    available = (env.get("Is CUDA available") or "").strip()
-    # collect_env lists GPUs only when nvidia-smi answered it; CUDA available with no list is "not shown"
-    models = (env.get("GPU models and configuration") or "").strip()
-    gpus = (f"{len(env.gpus)} GPU(s)" if env.gpus else
-            f"GPU {models}" if models and models != "Could not collect" else
-            "GPUs not listed (CUDA available)" if available == "True" else f"no GPU (CUDA available: {available or '?'})")
-    summary = Finding(Status.OK, f"collect_env: torch {env.torch_version or '?'} (CUDA {env.torch_cuda or 'none'}), "
-                                 f"driver {env.driver or 'unknown'}, {gpus}", evidence=facts)
-    title = f"torch's collect_env (pasted at {where})"
-    runs_ = [CheckRun("log.pasted-collect-env", title, ("log", "pasted"), Status.OK, (summary,), 0.0,
-                      f"pasted collect_env at {where}")] + pasted_driver.collect_env_runs(env, where)
-    wsl = any("microsoft" in (env.get(k) or "").lower() or "wsl" in (env.get(k) or "").lower()
-              for k in ("OS", "Python platform", "Platform"))
-    cuda = cuda_for_driver(env.driver) if env.driver and not wsl else None
-    origin = "NVIDIA's release-notes table"
-    driver = env.driver
-    if smi is not None and smi.cuda_version:
-        cuda, driver, origin = smi.cuda_version, smi.driver_version, "the pasted nvidia-smi header"
-    if not env.torch_version or not cuda:
-        return runs_
-    major, _dot, minor = cuda.partition(".")
-    site = "/pasted/site-packages"
-    version_py = (f"__version__ = {env.torch_version!r}\ncuda = {env.torch_cuda!r}\n"
-                  f"hip = {None if env.torch_cuda else env.torch_hip!r}\n")
-    host = FakeHost(distributions={"torch": Distribution("torch", env.torch_version, site, ("torch/version.py",))},
-                    files={f"{site}/torch/version.py": version_py}, hostname="pasted",
-                    nvml={"status": "ok", "driver_version": driver,
-                          "cuda_version": int(major) * 1000 + int(minor or 0) * 10})
-    for r in _run_checks(("gpu.cuda-compat",), host):
-        runs_.append(CheckRun(r.id, f"{r.title} (pasted collect_env at {where})", r.tags + ("pasted",), r.status,
-                              r.findings, r.duration, f"pasted collect_env at {where}; the driver's CUDA {cuda} "
-                              f"from {origin}"))
-    return runs_

@@ -44,8 +44,12 @@ _UNBOUND = re.compile(r"NVRM: (?:The NVIDIA probe routine was not called for (?P
                       r"No NVIDIA (?:graphics adapter|GPU) (?:probed|found))")
 _NVRM = re.compile(r"NVRM:|nvidia-nvlink:")
 _IBPANIC = re.compile(r"^ibpanic: (?:\[\d+\] )?\S+: (?P<what>.+)$")
-_NVLINK_GPU = re.compile(r"^GPU \d+: .*\(UUID: GPU-")
-_NVLINK_LINE = re.compile(r"^(?:GPU \d+: |Link \d+: )")
+# the UUID is sometimes elided in a paste: "(UUID: ...)"
+_NVLINK_GPU = re.compile(r"^GPU \d+: .*\(UUID: ")
+_NVLINK_LINE = re.compile(r"^(?:GPU \d+: |Link \d+: |\.{3,}$|…$|\[\.\.\.\]$)")
+# boards whose every NVLink is wired (SXM/OAM on HGX and DGX baseboards, Grace superchips): an
+# inactive link there is a fault, where on PCIe cards with bridges it is an unused port
+_ALL_WIRED = re.compile(r"SXM|HBM3|\bB[23]00\b", re.I)
 _PCI = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\b")
 _WHERE_IT_RAN = "# on the node (or in the container) where nvidia-smi ran:\n"
 
@@ -272,7 +276,23 @@ def _nvlink(text: str, where: str) -> list[CheckRun]:
         inactive = len(g.links) - len(g.active)
         state = (f"{len(g.active)} link(s) up ({', '.join(f'{x:g}' for x in speeds)} GB/s), {inactive} inactive"
                  if g.links else "its links are cut off (not shown)")
+        if g.elided:
+            state += " (the rest of its listing is elided in the paste: not shown)"
         parts.append(f"GPU {g.index} {g.name.split(' (UUID')[0]}: {state}")
+    faulty = [g for g in gpus if g.inactive and g.active and _ALL_WIRED.search(g.name)]
+    if faulty:
+        names = "; ".join(f"GPU {g.index} {g.name.split(' (UUID')[0]}: link(s) {', '.join(map(str, g.inactive))} "
+                          f"inactive beside {len(g.active)} up" for g in faulty[:8])
+        return [_note(where, Status.WARN, f"pasted `nvidia-smi nvlink -s`: {names}",
+                      f"NVLink (pasted nvidia-smi nvlink -s at {where})",
+                      {"gpus": [{"index": g.index, "active": g.active, "inactive": g.inactive} for g in faulty[:32]]},
+                      explanation="On an SXM board every NVLink is wired to a peer GPU or an NVSwitch: a link "
+                                  "inactive beside active ones is a failed link (its traffic moves to the others, or "
+                                  "to PCIe, and all-reduce slows). The other GPUs of the paste are "
+                                  + ("elided (not shown)." if any(g.elided for g in gpus) or len(gpus) == 1
+                                     else "as stated."),
+                      fix=_WHERE_IT_RAN + "nvidia-smi nvlink -e   # the failed link's error counters; then drain "
+                                          "the node for a GPU reset or a reboot, and report it if it persists")]
     return [_note(where, Status.OK, "pasted `nvidia-smi nvlink -s`: " + "; ".join(parts[:8]),
                   f"NVLink (pasted nvidia-smi nvlink -s at {where})",
                   {"gpus": [{"index": g.index, "active": g.active, "links": len(g.links)} for g in gpus[:32]]},
@@ -317,3 +337,16 @@ def _ibdev2netdev(text: str, where: str) -> list[CheckRun]:
                   explanation="(Up)/(Down) is the network interface's state (IPoIB, or the RoCE interface), not the "
                               "InfiniBand port's: a pure InfiniBand fabric without IPoIB shows (Down) on healthy "
                               "ports. The ports' own state is not shown here: ibstat shows it.")]
+
+
+def query_statement(report, where: str) -> CheckRun:
+    """What a pasted `nvidia-smi -q` shows of the driver and the GPUs, said before the checks'
+    verdicts on it."""
+    names: dict[str, int] = {}
+    for gpu in report.gpus:
+        names[gpu.name or "unnamed GPU"] = names.get(gpu.name or "unnamed GPU", 0) + 1
+    shown = ", ".join(f"{n}x {name}" for name, n in names.items()) or "no GPU section"
+    summary = (f"pasted `nvidia-smi -q`: driver {report.driver_version or 'not shown'}, CUDA "
+               f"{report.cuda_version or 'not shown'}, {plural(len(report.gpus), 'GPU')}: {shown}")
+    return _note(where, Status.OK, summary, f"GPUs (pasted nvidia-smi -q at {where})",
+                 {"driver": report.driver_version, "cuda": report.cuda_version, "gpus": len(report.gpus)})

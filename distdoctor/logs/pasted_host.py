@@ -17,8 +17,13 @@ KINDS = ("ulimit", "df", "env")
 # a paste's node is not named by the paste: its fixes are addressed to it in words
 THE_NODE = "the node the paste came from"
 # an IPv4 address the user hid before pasting (*.*.*.*, x.x.x.x, 10.xx.xx.xx)
-MASKED = re.compile(r"\binet (?:addr:)?(?=[\d.]*[x*X])(?:\d{1,3}|[x*X]{1,3})(?:\.(?:\d{1,3}|[x*X]{1,3})){3}(?![\w.])")
+# (or X.Y.Z.Q: one letter an octet, nccl#1053)
+MASKED = re.compile(r"\binet (?:addr:)?(?=[\d.]*[A-Za-z*])(?:\d{1,3}|[x*X]{1,3}|[A-Za-z])"
+                    r"(?:\.(?:\d{1,3}|[x*X]{1,3}|[A-Za-z])){3}(?![\w.])")
+# the first line of an `ip` entry that the paste cut short ("2", "6: ens16f2: <NO-CARRIER,BROAD")
+_CUT_ENTRY = re.compile(r"^\d+:?(?:\s+[^\s:]+:?(?:\s+<[^>]*)?)?\s*$")
 
+_ULIMIT_LINE = re.compile(r"^[a-z][a-z ]+\((?:[a-z]+, )?-[a-zA-Z]\)\s+(?:\d+|unlimited)\s*$")
 _DF_HEADER = re.compile(r"^Filesystem\s+(?:Type\s+)?(?:Size|1K-blocks|1024-blocks)\s+Used\s+Avail")
 _DF_ROW = re.compile(r"^\S+(?:\s+\S+)?\s*$|^\S+\s+(?:[a-z]\w*\s+)?\d")
 # the variables distributed jobs and their launchers read (Slurm's own dump is judged apart)
@@ -34,7 +39,9 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         end = i
         while end < len(lines) and end - i < 60 and is_limit_line(lines[end].strip()):
             end += 1
-        if end - i >= 3:  # a whole `ulimit -a`, not a sentence that happens to look like one line of it
+        # a whole `ulimit -a`, not a sentence that happens to look like one line of it; or one line
+        # quoted with ulimit's own "(unit, -flag)" (gardenlinux#170: the memlock line alone)
+        if end - i >= 3 or _ULIMIT_LINE.match(body):
             return "ulimit", end
     if _DF_HEADER.match(body):
         end = i + 1
@@ -163,3 +170,32 @@ def masked_interfaces(text: str, where: str) -> list[CheckRun]:
                   explanation="The IPv4 addresses are masked (*.*.*.* or x.x.x.x) in this paste: which interface "
                               "NCCL or Gloo would use, and whether it reaches the other nodes, cannot be told from "
                               "it. Paste `ip -br addr` with the addresses, or run distdoctor check on the node.")]
+
+
+def listing_cut(lines: list[str], start: int, end: int) -> str:
+    """How a pasted interface listing shows it is cut off: the entry after it cut short, or the
+    input ending inside a code fence that was opened before it and never closed ("" when whole)."""
+    after = next((lines[k].strip() for k in range(end, min(end + 3, len(lines))) if lines[k].strip()), None)
+    if after is not None:
+        return f"after it: {after[:40]!r}" if _CUT_ENTRY.match(after) else ""
+    fences = sum(1 for line in lines[:start] if line.lstrip().startswith(("```", "~~~")))
+    return "the paste ends inside its code block" if fences % 2 else ""
+
+
+def names_shown(env: dict[str, str], links) -> bool:
+    """Whether NCCL_SOCKET_IFNAME names interfaces by their exact names (`=eth0` or `eth0,ib0`)
+    that the listing shows: then what NCCL does with them can be told from a cut listing."""
+    value = env.get("NCCL_SOCKET_IFNAME", "")
+    names = [n.lstrip("=") for n in value.split(",") if n.strip()]
+    shown = {link.name for link in links}
+    return bool(names) and not value.startswith("^") and all(n in shown for n in names)
+
+
+def cut_listing_note(links, cut: str, where: str) -> CheckRun:
+    names = ", ".join(link.name + "".join(f" {a[1].split('/')[0]}" for a in link.addresses[:2])
+                      for link in links[:16])
+    return _note(where, Status.OK, f"the pasted interface list is cut off ({cut}): shown {names}; the "
+                                   "interfaces after it are not shown, so which one NCCL would use cannot be told",
+                 f"Interfaces (pasted at {where})", {"interfaces": [link.name for link in links[:64]]},
+                 explanation="NCCL prefers an ib* interface, then any other that is not docker* or lo*: an "
+                             "interface the paste cuts off could be the one it picks.")

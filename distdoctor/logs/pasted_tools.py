@@ -33,7 +33,8 @@ _IBSTATUS = re.compile(r"^\s*Infiniband device '(?P<hca>[^']+)' port (?P<port>\d
 _IFCONFIG_SHORT = re.compile(r"^Iface\s+MTU\s+(?:Met\s+)?RX-OK\s+RX-ERR\b")  # also netstat -i
 _IP_LINK_ONELINE = re.compile(r"^\d+:\s+(?P<name>[^:\s]+?)(?:@\S+)?:\s+<(?P<flags>[^>]*)>.*\bstate (?P<state>\S+)"
                               r"(?!.*\binet6?\s)")
-_IBSTATUS_FIELD = re.compile(r"^\s+(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<value>.*)$")
+# a paste through inline code can flatten the fields' indentation (azhpc-diagnostics#59)
+_IBSTATUS_FIELD = re.compile(r"^\s*(?P<key>default gid|base lid|sm lid|state|phys state|rate|link_layer):\s*(?P<value>.*)$")
 _SLURM_VAR = re.compile(r"^SLURM_\w+$")
 _NODE_SHOW = re.compile(r"^NodeName=\S+ ")
 _LD_CACHE = re.compile(r"^\d+ libs found in cache\b")
@@ -76,6 +77,9 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
             end += 1
         return "horovod_build", end
     if _SMI_LIST.match(body) or _SMI_UNREACHABLE.match(body):
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if _SMI_LIST.match(body) and following[:1].isspace() and not following.strip().startswith(("MIG ", "Link ")):
+            return None  # a GPU header of another listing (nvidia-smi nvlink -info, -c ...): not -L
         end = i + 1
         while end < len(lines) and end - i < 300 and (
                 _SMI_LIST.match(lines[end].strip()) or _SMI_UNREACHABLE.match(lines[end].strip())
@@ -95,7 +99,10 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         return "link_names", end
     if _NODE_SHOW.match(body):
         end = i + 1
-        while end < len(lines) and lines[end].startswith((" ", "\t")) and lines[end].strip() and end - i < 60:
+        # Slurm prints a whitespace-only line before Reason=: the record goes on past it
+        while end < len(lines) and lines[end].startswith((" ", "\t")) and end - i < 60 and (
+                lines[end].strip() or end + 1 < len(lines) and lines[end + 1].startswith((" ", "\t"))
+                and lines[end + 1].strip()):
             end += 1
         return "node_show", end
     if _LD_CACHE.match(body) or (_LD_ENTRY.match(lines[i]) and i + 1 < len(lines) and _LD_ENTRY.match(lines[i + 1])):

@@ -230,3 +230,53 @@ def parse_sinfo_nodes(text: str) -> list[PartitionNode]:
         reason = "" if reason in ("none", "(null)") else _REASON_BY.sub("", reason).strip()
         out.append(PartitionNode(node, partition.rstrip("*"), NodeState(node, state.upper(), reason)))
     return out
+
+
+@dataclass(frozen=True)
+class SinfoRow:
+    partition: str  # without the default partition's '*'; "" where the table has no PARTITION column
+    state: str  # as sinfo abbreviates it, with its flag suffix: idle, mix, drng@, fail*, down$, idle~
+    nodes: int | None  # the NODES column (None where not shown)
+    nodelist: str  # NODELIST as printed (a hostlist expression)
+
+    @property
+    def base(self) -> str:
+        """The state without sinfo's flag suffix (* not responding, ~ powered off, # powering up,
+        ! pending power down, % powering down, $ maintenance reservation, @ pending reboot, ^ rebooting,
+        - planned)."""
+        return self.state.rstrip("*~#!%$@^-").lower()
+
+
+# sinfo's tables start with PARTITION (the default) or NODELIST (-N); -N -l adds S:C:T
+_SINFO_HEADER = re.compile(r"^(?=.*\bSTATE\b)(?=.*\bNODELIST\b)\s*(?:PARTITION|NODELIST)\s[A-Z_: ]+$")
+
+
+def is_sinfo_header(line: str) -> bool:
+    """The header of sinfo's default table (PARTITION AVAIL TIMELIMIT NODES STATE NODELIST) or of
+    `sinfo -N [-l]` (NODELIST NODES PARTITION STATE ...)."""
+    return bool(_SINFO_HEADER.match(line)) and len(line.split()) >= 3
+
+
+def parse_sinfo_table(text: str) -> list[SinfoRow]:
+    """sinfo's human tables: the default one, `-N` and `-N -l` (which add CPUS, S:C:T, MEMORY ...
+    and REASON, whose words may hold spaces: it is last, and only the columns before it are read).
+    Columns are found by the header's names, so any order sinfo prints is read."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    start = next((k for k, line in enumerate(lines) if is_sinfo_header(line)), None)
+    if start is None:
+        raise ParseError("sinfo", "no header with STATE and NODELIST", 1, lines[0] if lines else "")
+    names = lines[start].split()
+    col = {name: k for k, name in enumerate(names)}
+    before_reason = col.get("REASON", len(names))
+    rows = []
+    for number, line in enumerate(lines[start + 1:], start + 2):
+        cells = line.split()
+        if len(cells) < min(before_reason, len(names)) or is_sinfo_header(line):
+            if line.strip().startswith(("NODELIST", "PARTITION")) or not cells:
+                continue
+            raise ParseError("sinfo", f"{len(cells)} cells where the header has {len(names)}", number, line)
+        nodes = cells[col["NODES"]] if "NODES" in col else None
+        rows.append(SinfoRow(cells[col["PARTITION"]].rstrip("*") if "PARTITION" in col else "",
+                             cells[col["STATE"]], int(nodes) if nodes and nodes.isdigit() else None,
+                             cells[col["NODELIST"]]))
+    return rows

@@ -150,3 +150,128 @@ def test_pastes_kept_are_bounded():
 def test_log_lines_that_merely_mention_gpu0_are_not_a_topology():
     sections, _env = pasted.find("x", "GPU0 temperature is 80C\nGPU0 utilization 100%\n0: GPU0 ready\n")
     assert sections == []
+
+
+# --- the second first-sight round's classes (pastesight2), each over every capture of its tool --------
+
+def _said(text: str) -> list[tuple[str, str, str]]:
+    return [(r.id, f.status.value, f.summary) for r in pasted.runs([("paste", text)]) for f in r.findings]
+
+
+def _captures(tool: str) -> list[str]:
+    folder = os.path.join(DATA, tool)
+    return sorted(f for f in os.listdir(folder) if f.endswith(".txt"))
+
+
+@pytest.mark.parametrize("name", _captures("nvidia_smi_topo"))
+def test_a_topology_cut_inside_its_last_gpu_row_is_read_up_to_it(name):
+    """Every captured matrix cut in the middle of its last GPU row (as an excerpt or a post ends):
+    never "could not be read", the cut row named, and the rows before it judged."""
+    from distdoctor.parsers import ParseError as Unreadable
+    from distdoctor.parsers.nvidia_smi import parse_topo_matrix
+
+    text = _read("nvidia_smi_topo", name)
+    try:
+        whole = parse_topo_matrix(text)
+    except Unreadable:
+        pytest.skip("a capture the parser refuses whole")
+    last = whole.gpus[-1].label
+    if len(whole.gpus) < 3:
+        pytest.skip("too few GPU rows to cut one and judge the rest")
+    lines = text.splitlines()
+    k = next(i for i, line in enumerate(lines) if line.split()[:1] == [last])
+    cut = "\n".join(lines[:k] + [lines[k][:len(lines[k]) // 3]]) + "\n"
+    said = _said(cut)
+    assert not any("could not be read" in s for _i, _st, s in said), said
+    assert any(f"cut off in {last}'s row" in s for _i, _st, s in said), said
+    assert any(i in ("gpu.p2p-topology", "gpu.nic-affinity") for i, _st, _s in said), said
+
+
+@pytest.mark.parametrize("name", _captures("ibstat"))
+def test_ibstat_flattened_reads_as_indented(name):
+    """A paste that loses ibstat's tabs (inline code, a chat) reads port by port as the capture does."""
+    text = _read("ibstat", name)
+    if not text.lstrip().startswith("CA '"):
+        pytest.skip("not ibstat's CA listing")
+    flat = "\n".join(line.strip() for line in text.splitlines()) + "\n"
+    indented = sorted(s for i, _st, s in _said(text) if i == "log.pasted-output")
+    assert sorted(s for i, _st, s in _said(flat) if i == "log.pasted-output") == indented
+    assert [st for i, st, _s in _said(flat) if i != "log.pasted-output"] == \
+        [st for i, st, _s in _said(text) if i != "log.pasted-output"]
+
+
+@pytest.mark.parametrize("name", _captures("ibstat"))
+def test_an_ibstat_port_quoted_without_its_ca_line(name):
+    """Each capture's first port quoted alone: its state stated (WARN when not Active), its HCA unknown."""
+    lines = _read("ibstat", name).splitlines()
+    start = next((k for k, line in enumerate(lines) if line.strip().startswith("Port ") and line.strip().endswith(":")),
+                 None)
+    if start is None:
+        pytest.skip("no `Port N:` block (ibv_devinfo's listing)")
+    end = next((k for k in range(start + 1, len(lines)) if not lines[k].startswith(("\t\t", "        "))), len(lines))
+    port = "\n".join(lines[start:end]) + "\n"
+    state = next(line.split(":", 1)[1].strip() for line in lines[start:end] if line.strip().startswith("State:"))
+    (said,) = _said("with ibstat outputs like\n\n" + port)
+    assert said[0] == "log.pasted-output" and "which HCA (CA) it belongs to is not shown" in said[2]
+    assert said[1] == ("ok" if state == "Active" else "warn"), said
+
+
+@pytest.mark.parametrize("text, why", [
+    ("No IB devices found\n", "no RDMA adapter, or its kernel driver"),
+    ("$ ibv_devinfo\nlibibverbs: Warning: no userspace device-specific driver found for "
+     "/sys/class/infiniband_verbs/uverbs0\nNo IB devices found\n", "no user-space provider"),
+    ("libibverbs: Warning: couldn't open config directory '/etc/libibverbs.d'.\nNo IB devices found\n",
+     "no provider configuration"),
+    ("libibverbs: Warning: couldn't open config directory '/etc/libibverbs.d'.\n", None),
+])
+def test_verbs_finding_no_device_says_why(text, why):
+    said = _said(text)
+    if why is None:  # a warning alone says nothing of the devices
+        assert said == []
+        return
+    (got,) = said
+    assert got[1] == "warn" and why in got[2] and "no IB devices found" in got[2]
+
+
+@pytest.mark.parametrize("name, warns", [
+    ("sinfo_table_default_drain.txt", ["drain node1"]),
+    ("sinfo_table_N_l_drained.txt", ["drained node1"]),
+    ("sinfo_table_N_drain.txt", ["drain node1"]),
+    ("sinfo_table_public_drng_fail_maint_arjuna69.txt", ["fail* f005", "maint c[003", "fail* c[020-022]"]),
+])
+def test_pasted_sinfo_names_the_nodes_slurm_will_not_use(name, warns):
+    (got,) = _said("here is sinfo:\n\n" + _read("slurm", name))
+    assert got[1] == "warn" and all(w in got[2] for w in warns), got
+    assert "idle" not in got[2].split(": ", 1)[1]  # the usable nodes are not among the ones named
+
+
+def test_pasted_sinfo_all_usable_and_other_tables_with_state_columns():
+    lines = _read("slurm", "sinfo_table_default_drain.txt").splitlines()
+    (got,) = _said("\n".join([lines[0], lines[2]]) + "\n")
+    assert got[1] == "ok" and "none down or drained" in got[2]
+    # flux's table has STATE and NODELIST too, but it is not sinfo's: said nothing about, not misread
+    assert _said("     STATE QUEUE    PROPERTIES NNODES   NCORES    NGPUS NODELIST\n"
+                 "      down batch,al                 1        4        0 picl4\n") == []
+
+
+@pytest.mark.parametrize("name", _captures("ip_addr"))
+def test_an_interface_list_cut_off_says_so_and_names_no_choice(name):
+    """Every `ip addr` capture pasted in a code block the post never closes, cut after its first
+    interface: said cut off, and NCCL's choice among what is shown is not stated as the node's."""
+    text = _read("ip_addr", name)
+    lines = text.splitlines()
+    second = next((k for k, line in enumerate(lines) if k and line[:1].isdigit() and ": " in line), None)
+    if second is None or not lines[0][:1].isdigit():
+        pytest.skip("one interface, or not the full `ip addr` form")
+    said = _said("```\n" + "\n".join(lines[:second]) + "\n")
+    assert any("cut off" in s and "cannot be told" in s for _i, _st, s in said), said
+    assert not any(i == "net.nccl-socket-interface" and st == "ok" for i, st, _s in said), said
+
+
+@pytest.mark.parametrize("name, gpu, status", [
+    ("nvlink-s_v100sxm2_inactive_elided_azhpc73.md", "GPU 3", "warn"),       # SXM2: every link wired
+    ("topo-m_h100nvl_numa_and_nvlink-s_nccl1608.md", "GPU 0", "ok"),         # H100 NVL: bridged pairs
+])
+def test_inactive_nvlinks_judged_only_where_every_link_is_wired(name, gpu, status):
+    said = [s for s in _said(_read("logs", "pasted", name)) if "nvlink -s" in s[2]]
+    assert said and said[0][1] == status and gpu in said[0][2]

@@ -88,7 +88,10 @@ def fix_lines(sig, e: Event, context: frozenset[str] = frozenset()) -> str:
     out = []
     for line in lines:
         names = [m.group(1) for m in signatures.PLACEHOLDER.finditer(line)]
-        if names:
+        if names and line.startswith("# "):
+            # a comment reads as well with the words for what the log does not name
+            out.append(signatures.PLACEHOLDER.sub(lambda m: signatures.PLACEHOLDERS[m.group(1)][1], line))
+        elif names:
             whom = f"rank {e.rank}" if e.rank is not None else "the failing rank"
             gaps = " or ".join(dict.fromkeys(signatures.PLACEHOLDERS[n][1] for n in names))
             out.append(f"# on the node of {whom} (the log does not name {gaps}): "

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "exits.toml")
-WEIGHTS = ("exit", "error", "echo")
+WEIGHTS = ("exit", "error", "echo", "done")
 # signatures that are a launcher's echo of a worker's death, not a reading of it: the marker on
 # the same line knows more (the rank, the exit code)
 LAUNCHER_ECHOES = frozenset({"torch.elastic-child-failed"})
@@ -82,17 +82,22 @@ def keywords(path: str = DEFAULT_PATH) -> set[str]:
 
 
 def match(body: str, table: tuple[Marker, ...] | None = None) -> tuple[Marker, dict] | None:
-    """The first marker the line shows, and what its named groups say (empty ones dropped)."""
+    """The first marker the line shows, and what its named groups say (empty ones dropped; a
+    group named with a digit after it, `rank2`, is another alternative's `rank`)."""
     for marker in table if table is not None else markers():
         if any(k in body for k in marker.keywords):
             m = marker.pattern.search(body)
             if m:
-                return marker, {k: v for k, v in m.groupdict().items() if v}
+                fields: dict = {}
+                for k, v in m.groupdict().items():
+                    if v:
+                        fields.setdefault(k.rstrip("0123456789"), v)
+                return marker, fields
     return None
 
 
 def _signal(fields: dict) -> str:
-    sig = fields.get("signal") or fields.get("signal2") or fields.get("signal3") or ""
+    sig = fields.get("signal") or ""
     code = fields.get("code", "")
     if not sig and code.startswith("-"):
         sig = _SIGNALS.get(code[1:], "")
@@ -108,11 +113,13 @@ def serious(e) -> bool:
 
 
 def _rank_of(e, one_host: bool):
-    if e.rank is not None:
-        return e.rank
+    # the rank the message states wins over a prefix's task label ("3: Abort(1091215) on node 0
+    # (rank 0 in comm 0)", a ctest index in front of Intel MPI's own report)
     fields = e.fields or {}
     if fields.get("rank", "").isdigit():
         return int(fields["rank"])
+    if e.rank is not None:
+        return e.rank
     local = fields.get("local_rank", "")
     if local.isdigit() and one_host:
         return int(local)
@@ -138,10 +145,14 @@ def failed_finding(scan) -> Finding | None:
     """"Failed, cause not in the catalogue", quoting the decisive lines, or None when the log
     shows no failure at all (nor anything worse than a lone NCCL WARN)."""
     errors = [e for e in scan.unknown if serious(e)]
-    exits = [e for e in scan.exits if e.signature.weight != "echo"]
+    done = [e for e in scan.exits if e.signature.weight == "done"]
+    exits = [e for e in scan.exits if e.signature.weight in ("exit", "error")]
     echoes = [e for e in scan.exits if e.signature.weight == "echo"]
     if not (errors or exits or echoes):
         return None
+    if not (exits or echoes) and done and all(any(d.index == e.index and d.order > e.order for d in done)
+                                              for e in errors):
+        return _survived(errors, done)
     one_host = len({e.host for e in scan.unknown + scan.exits if e.host} | set(scan.rank_host.values())) <= 1
     first_error = min(errors, key=lambda e: e.order) if errors else None
     first_exit = min(exits, key=lambda e: e.order) if exits else None
@@ -188,8 +199,24 @@ def failed_finding(scan) -> Finding | None:
                    fix=_fix(signals, host, rank, where_),
                    evidence={"rank": rank, "host": host, "where": where_, "line": quote, "lines": lines,
                              "exit_codes": codes[:10], "signals": list(dict.fromkeys(signals))[:5],
-                             "markers": sorted({e.signature.id for e in scan.exits}),
+                             "markers": sorted({e.signature.id for e in exits + echoes}),
                              "ranks": fold(str(r) for r in ranks), "errors": len(errors)})
+
+
+def _survived(errors: list, done: list) -> Finding:
+    """Errors the run printed and then finished anyway: a WARN, never a failed job."""
+    first = min(errors, key=lambda e: e.order)
+    last = max(done, key=lambda e: e.order)
+    quote = redact_text(first.body.strip()[:200])
+    where_ = f"{first.source}:{first.line}" if first.line else first.source
+    return Finding(Status.WARN, f"errors were printed ({quote}), then the run finished: {last.signature.says} "
+                                f"({redact_text(last.body.strip()[:80])})", subject="errors-then-finished",
+                   explanation="No launcher or process reported a failure, and the program's own summary came "
+                               "after every error line: the run survived them (a probe of a device it did not "
+                               "use, a retried connection). They may still cost speed or hide a fallback.",
+                   fix=remote.comment(f"read the lines around {where_} if the run was slower than expected"),
+                   evidence={"where": where_, "line": quote, "errors": len(errors),
+                             "finished": redact_text(last.raw.strip()[:200])})
 
 
 def _fix(signals: list[str], host: str, rank, where_: str) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from distdoctor.logs import outcome
+from distdoctor.logs import ignored, outcome
 from distdoctor.logs import prefix as prefix_mod
 from distdoctor.logs.reader import FOLLOWS, Block
 from distdoctor.logs.search import SENTINEL, Search
@@ -262,8 +262,9 @@ class Scanner:
         self.max_line = max_line
         self.keep_text = keep_text
         words = ({k for s in matcher.signatures for k in s.keywords} | set(INFO_KEYWORDS) | set(ERROR_KEYWORDS)
-                 | set(ELASTIC_KEYWORDS) | outcome.keywords())
+                 | set(ELASTIC_KEYWORDS) | outcome.keywords() | set(ignored.HEADERS))
         self.markers = outcome.markers()
+        self._ignored = ignored.Ignored()  # reports Python printed and carried on after
         if host is None and use_grep:
             from distdoctor.host import Host
 
@@ -458,6 +459,8 @@ class Scanner:
         recent.append((p.body[:300], p.time, rank))
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
+        if self._ignored.feed(block.index, p.body):
+            return key
         sig = self.matcher.match(p.body)
         if sig is None and _ERRORISH.search(p.body):
             folded = getattr(self.matcher, "match_folded", None)
@@ -482,14 +485,24 @@ class Scanner:
     def _torchrun_root(self, block: Block, line_no: int, p) -> None:
         body = p.body
         if "Root Cause (first observed failure)" in body:
+            # the report's failures listed before its root cause are not it
+            self.scan.elastic[:] = [r for r in self.scan.elastic
+                                    if not (r.get("headless") and r["index"] == block.index)]
             self._elastic = {"source": block.source, "index": block.index, "line": line_no}
             if len(self.scan.elastic) < 100:
                 self.scan.elastic.append(self._elastic)
             return
         record = self._elastic
+        m = _ELASTIC_FIELD.match(body)
+        if (m and m.group("key") == "rank" and "(local_rank: " in body and len(self.scan.elastic) < 100
+                and (record is None or record["index"] != block.index or "rank" in record)):
+            # a paste that starts inside the report ("rank      : 0 (local_rank: 0)", then its
+            # exitcode): the record still names the rank that failed (Megatron-LM#1880)
+            record = self._elastic = {"source": block.source, "index": block.index, "line": line_no,
+                                      "headless": True}
+            self.scan.elastic.append(record)
         if record is None or record["index"] != block.index:
             return
-        m = _ELASTIC_FIELD.match(body)
         if not m or m.group("key") in record:
             return
         key, value = m.group("key"), m.group("value").strip()

@@ -30,7 +30,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-CATEGORIES = ("nccl", "torch", "gloo", "mpi", "horovod", "slurm", "cuda")
+CATEGORIES = ("nccl", "nvshmem", "torch", "gloo", "mpi", "horovod", "slurm", "cuda")
 SEVERITIES = ("root", "consequence", "info")
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "signatures.toml")
 

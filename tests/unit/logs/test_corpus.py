@@ -125,6 +125,31 @@ CLASSES = {
     "srun-step-aborted": ["pyscenic-456-srun-step-aborted-timed-out.log", "snakemake-225-srun-layout-tasks.log"],
     # its third batch: googletest's report of a test body that threw a C++ exception
     "cpp-exceptions": ["mscclpp-431-modify-qp-no-device-gtest.log"],
+    # the fifth round (docs/log.md): NVSHMEM's own error report (DeepEP under sglang, Megatron),
+    # MPI_Init failing in MPICH, Intel MPI and MVAPICH (the rank the report states; a stack head
+    # alone on its line), Hydra's error stack, bash's report of a killed child, JAX's gRPC refusal
+    # and XLA's stuck rendezvous, Slurm's preemption and time limit with the job id, NCCL's
+    # return-code trail with no WARN, torchrun's report pasted from its middle, a watchdog line
+    # cut inside its phrase, and errors a run survived (Python's ignored reports, a benchmark
+    # that printed its results after a probe error)
+    "nvshmem": ["sglang-7888-nvshmem-ibrc-modify-qp.log", "deepep-223-nvshmem-bootstrap-broken-pipe.log",
+                "deepep-55-nvshmem-no-transport.log", "deepep-150-nvshmem-bootstrap-connect-timeout.log",
+                "megatron-bridge-5050-nvshmem-ibgda-create-ah.log"],
+    "mpi-init-reports": ["soca-682-intel-mpi-ofi-addrinfo-srun.log", "mpi4py-281-intel-mpi-other-error-segfault.log",
+                         "nest-376-mvapich-pmpi-init-thread.log", "radical-pilot-766-cray-pmi-bind-in-use.log",
+                         "mpich-6446-pmi2-init-returned-tap.log"],
+    "hydra-errors": ["radical-pilot-301-hydra-pbs-tm-init.log", "mpich-668-hydra-execvp-no-such-file.log"],
+    "shell-signal": ["opennmt-1824-shell-killed-no-traceback.log"],
+    "jax-and-xla": ["jax-22740-xla-clique-rendezvous-stuck.log", "marin-7650-jax-coordinator-connection-refused.log",
+                    "llama-2-jax-20-barrier-deadline-exceeded.log"],
+    "slurm-cancellations": ["gemmaker-242-job-cancelled-preemption.log", "lightning-20542-step-time-limit-sigterm-bypass.log"],
+    "nccl-silent-return": ["nccl-1099-socket-poll-connect-no-warn.log"],
+    "torchrun-record-pasted": ["megatron-1880-torchrun-sigsegv-rank0.log", "mmseg-3106-childfailed-sigabrt-root-rank0.log",
+                               "colossalai-3582-root-cause-rank1-gpu21.log", "colossalai-2992-no-other-failures-rank0.log"],
+    "watchdog-cut": ["llamafactory-8261-watchdog-tqdm-numbered-rank5.log", "llamafactory-7396-watchdog-numbered.log"],
+    "survived-errors": ["clean-ucx-8746-create-cq-warning-osu-ran.log", "clean-mpich-902-mpd-close-failed-after-result.log",
+                        "clean-nccl-1706-two-gpu-run-ok.log", "clean-ompi-1438-pmix-broken-pipe-after-passed.log",
+                        "ucx-8229-ibv-create-cq-no-memory.log"],
 }
 
 

@@ -40,6 +40,25 @@ def _lead(tmp_path, text, name="job.log"):
     ("epoch 40\nsrun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n", None, "", "Job step aborted"),
     ('[ RUN      ] IbTest.SimpleSendRecv\nunknown file: Failure\n'
      'C++ exception with description "bad alloc" thrown in the test body.\n', None, "", "thrown in the test body"),
+    # the fifth round: bash's report of a killed child, MPICH's PMI abort naming the rank, Intel
+    # MPI's report naming its rank ahead of a test runner's "3: " label, Hydra's error stack,
+    # NCCL's trail of return codes with no WARN, JAX's gRPC refusal, and a traceback that follows
+    # a report Python ignored (the ignored one does not count; the next one does)
+    ("/var/spool/slurmd/job00191/slurm_script: line 28:  8156 Killed                  python3 main.py --epochs 400\n",
+     None, "", "8156 Killed"),
+    ("[cli_71]: aborting job:\nFatal error in PMPI_Init_thread:\nOther MPI error\n", 71, "", "aborting job"),
+    ("3: Abort(1091215) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:\n"
+     "3: MPIR_Init_thread(136)........:\n", 0, "", "rank 0 in comm 0"),
+    ("[mpiexec@n1] HYDT_bsci_init (./tools/bootstrap/src/bsci_init.c:152): launcher init returned error\n", None, "",
+     "launcher init returned error"),
+    ("nd1:191191:219889 [0] NCCL INFO misc/socket.cc:564 -> 2\nnd1:191191:191191 [0] NCCL INFO group.cc:422 -> 2\n",
+     None, "nd1", "group.cc:422 -> 2"),
+    ("[rank3] WatchTasksAsync failed for task 3: UNAVAILABLE: failed to connect to all addresses\n", 3, "",
+     "WatchTasksAsync failed"),
+    ("Exception ignored in: <function Pool.__del__ at 0x7f>\nTraceback (most recent call last):\n"
+     "  File \"pool.py\", line 268, in __del__\nAttributeError: 'NoneType' object has no attribute 'x'\n"
+     "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\nRuntimeError: boom\n",
+     None, "", "RuntimeError: boom"),
 ])
 def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
     lead = _lead(tmp_path, text)
@@ -72,6 +91,13 @@ def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
     "Signal: none pending\n[node1:12] mca: base: components_register: found loaded component ucx\n",
     "[node1:12] pml_ucx.c:180 mca_pml_ucx_open: UCX version 1.16.0\n",
     "Hello World[node1:35778] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 206\n",
+    # the fifth round: reports Python printed and carried on after, and NCCL's non-error return
+    "done\nException ignored in: <function Pool.__del__ at 0x7f>\nTraceback (most recent call last):\n"
+    "  File \"pool.py\", line 268, in __del__\nAttributeError: 'NoneType' object has no attribute 'x'\n",
+    "result 3.14\nclose failed in file object destructor:\nError in sys.excepthook:\nTraceback (most recent call last):\n"
+    "  File \"/usr/bin/mpdlib.py\", line 162, in f\nTypeError: 'NoneType' object is not callable\n\n"
+    "Original exception was:\nIOError: [Errno 9] Bad file descriptor\n",
+    "n1:1:1 [0] NCCL INFO group.cc:106 -> 7\n",
 ])
 def test_a_healthy_log_stays_clean(tmp_path, text):
     assert _lead(tmp_path, text).status == Status.OK
@@ -116,3 +142,19 @@ def test_every_rank_of_a_communicator_seen_is_clean(tmp_path):
     text = "".join(f"h:{r}:{r} [{r}] NCCL INFO comm 0x{r} rank {r} nranks 2 cudaDev {r} busId {r}000 commId 0xab - "
                    f"Init COMPLETE\n" for r in range(2))
     assert _lead(tmp_path, text).status == Status.OK
+
+
+@pytest.mark.parametrize("text, subject, status", [
+    # errors a run printed and then finished anyway (ucx#8746): a WARN, never a failed job
+    ("[1668693503.473099] [ampere:1188443:0]  ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: Cannot "
+     "allocate memory\n# OSU MPI Broadcast Latency Test v5.8\n# Size       Avg Latency(us)\n1   0.23\n",
+     "errors-then-finished", Status.WARN),
+    # the summary before the error is no alibi, nor is one with a crash anywhere
+    ("# OSU MPI Broadcast Latency Test v5.8\n[1668693503.473099] [ampere:1188443:0]  ib_log.c:246  UCX  ERROR "
+     "mlx5_0: ibv_create_cq() failed: Cannot allocate memory\n", "job-failed", Status.FAIL),
+    ("UCX  ERROR mlx5_0: ibv_create_cq() failed\nSegmentation fault (core dumped)\n# Out of bounds values : 0 OK\n",
+     "job-failed", Status.FAIL),
+])
+def test_errors_a_run_survived_are_told_apart_from_a_failure(tmp_path, text, subject, status):
+    lead = _lead(tmp_path, text)
+    assert (lead.subject, lead.status) == (subject, status), lead.summary

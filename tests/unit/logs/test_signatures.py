@@ -392,3 +392,13 @@ def test_the_case_blind_look_reaches_the_diagnosis(tmp_path):
                     "NO ROUTE TO HOST\n")
     runs, _ok = analyse([str(path)], use_grep=False)
     assert next(r for r in runs if r.id == "log.diagnosis").findings[0].subject == "nccl.socket-no-route"
+
+
+@pytest.mark.parametrize("sig", [s for s in CATALOGUE if s.category != "slurm"], ids=lambda s: s.id)
+def test_slurm_commands_only_where_the_log_shows_slurm(sig):
+    """A fix names srun, scontrol, sacct or Slurm's output file only under [slurm]: a single
+    machine's torchrun has none of them."""
+    for line in sig.fix:
+        text, flag, negated = sigs.condition(line)
+        if re.search(r"\b(?:srun|scontrol|sacct|sbatch) |\$SLURM_|slurm-<jobid>", text):
+            assert (flag, negated) == ("slurm", False), line

@@ -51,8 +51,9 @@ _SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
 _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
 # kernel-log lines the hardware checks judge, wherever they are in the input
 _RDMA_LINK = re.compile(r"mlx5_core \S+ \S+: (?:Port: \d+ )?Link |[Ll]ost carrier")
+_MLX5_LINE = re.compile(r"mlx5_core(?: \S+)?: ")  # the adapter's own lines (not lspci's "in use: mlx5_core")
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed|"
-                     + _RDMA_LINK.pattern)
+                     r"GSP Timeout|" + _RDMA_LINK.pattern + "|" + _MLX5_LINE.pattern)
 # vLLM's collect_env aligns its values: "PyTorch version              : 2.8.0+cu128"
 # collect_env's supersets (vLLM's, ScaleLLM's) print `nvidia-smi topo -m` as one of their fields
 _EMBEDDED_TOPO = re.compile(r"^GPU [Tt]opology:\s*")
@@ -349,7 +350,7 @@ CHECKS_FOR = {
 }
 # A pasted log has no "now": every event in it counts.
 PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9},
-                "ib.link-flaps": {"window_hours": 1e9}}
+                "ib.link-flaps": {"window_hours": 1e9}, "ib.hca-health": {"window_hours": 1e9}}
 
 
 def _nvml_from_query(report) -> dict:
@@ -526,10 +527,10 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
                                                                              "cuda_version": None, "gpus": []}
         data["files"] = {"/dev/kmsg": parsed}
     ids = CHECKS_FOR[section.kind]
-    if section.kind == "kernel" and _RDMA_LINK.search(section.text):
-        # the paste's own mlx5 link lines show the node has RDMA ports: their flaps are judged too
+    if section.kind == "kernel" and (_RDMA_LINK.search(section.text) or _MLX5_LINE.search(section.text)):
+        # the paste's own mlx5 lines show the node has RDMA adapters: their flaps and health are judged too
         data["dirs"] = {"/sys/class/infiniband": ["mlx5_pasted"]}
-        ids += ("ib.link-flaps",)
+        ids += ("ib.link-flaps", "ib.hca-health")
     host = FakeHost(**data)
     if section.kind == "kernel" and query is not None:
         ids = tuple(i for i in ids if i != "gpu.pcie-link")  # judged once, with the pasted nvidia-smi -q

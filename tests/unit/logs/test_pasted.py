@@ -213,7 +213,10 @@ def test_an_ibstat_port_quoted_without_its_ca_line(name):
                  None)
     if start is None:
         pytest.skip("no `Port N:` block (ibv_devinfo's listing)")
-    end = next((k for k in range(start + 1, len(lines)) if not lines[k].startswith(("\t\t", "        "))), len(lines))
+    # the block ends where a line is indented no deeper than its `Port N:` line (tabs, or spaces: 8 then 16)
+    depth = len(lines[start].expandtabs(8)) - len(lines[start].expandtabs(8).lstrip())
+    end = next((k for k in range(start + 1, len(lines))
+                if len(lines[k].expandtabs(8)) - len(lines[k].expandtabs(8).lstrip()) <= depth), len(lines))
     port = "\n".join(lines[start:end]) + "\n"
     state = next(line.split(":", 1)[1].strip() for line in lines[start:end] if line.strip().startswith("State:"))
     (said,) = _said("with ibstat outputs like\n\n" + port)

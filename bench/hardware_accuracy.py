@@ -12,7 +12,7 @@ false drains of healthy or application-only nodes.
 
     python bench/hardware_accuracy.py
 
-Kernel logs are judged by gpu.xid, gpu.pcie-link and ib.link-flaps (on a node with one HCA).
+Kernel logs are judged by gpu.xid, gpu.pcie-link, ib.link-flaps and ib.hca-health (on a node with one HCA).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def judge(folder: str, name: str) -> str:
                                "/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n"},
                         dirs={"/sys/class/infiniband": ["mlx5_0"], "/sys/class/infiniband/mlx5_0/ports": ["1"]})
         findings += run_check(ib.link_flaps, host, {"window_hours": 1e9})
+        findings += run_check(ib.hca_health, host, {"window_hours": 1e9})
     elif folder == "fabric_manager":
         nvswitch = "nothing_to_do" not in name  # the cube-studio node has two PCIe GPUs, no NVSwitch
         query = fixture_text(H100 if nvswitch else os.path.join(DATA, "nvidia_smi_q", "q_535_8xRTX4090_idle_gen1_healthy.txt"))

@@ -172,6 +172,7 @@ def xid_errors(ctx: Context):
     named: dict[str, set[int]] = defaultdict(set)  # codes seen only as the cause an Xid 45 names
     sxids: dict[str, list] = defaultdict(list)
     not_initialised: dict[str, list] = defaultdict(list)
+    gsp_timeouts: dict[str, list] = defaultdict(list)  # by the driver's own GPU number ("GPU6")
     for event in log.log.events:
         if not log.within(event, window):
             continue
@@ -186,6 +187,8 @@ def xid_errors(ctx: Context):
             sxids[event.device].append(event)
         elif event.kind == "init-failed":
             not_initialised[short_pci(event.device)].append(event)
+        elif event.kind == "gsp-timeout":
+            gsp_timeouts[event.device].append(event)
     found = False
     for device, codes in sorted(per_gpu.items()):
         gpu = index.get(device)
@@ -265,6 +268,18 @@ def xid_errors(ctx: Context):
                                "it. It comes back only after a reboot; if it fails again, check its power and "
                                "seating and open a hardware case.",
                    fix="# drain the node and reboot it; if the GPU fails again: lspci -d 10de: && nvidia-bug-report.sh")
+    gsp = xid_catalogue.driver_events()["gsp-timeout"]
+    for number, events in sorted(gsp_timeouts.items()):
+        found = True
+        yield fail(f"{number} (the driver's numbering): {gsp.meaning} ({plural(len(events), 'timeout')})",
+                   subject=number, action=gsp.action,
+                   evidence={"driver_gpu": number, "count": len(events), "first": events[0].message[:200],
+                             "source": log.source},
+                   explanation="The driver's RPCs to the GPU's GSP firmware time out (what Xid 119 reports): the "
+                               "GPU takes no new work. NVIDIA resolves it by resetting the GPU; the driver numbers "
+                               "GPUs its own way, so find the one it means by the PCI address on its Xid lines.",
+                   fix="journalctl -k | grep -E 'Xid|GSP'   # the PCI address of the GPU; with no job on it: "
+                       "nvidia-smi -r -i <its index>")
     for device, events in sorted(sxids.items()):
         found = True
         entries = {e.code: xid_catalogue.sxid_lookup(e.code, e.detail) for e in events}

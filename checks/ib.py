@@ -1,6 +1,7 @@
 """InfiniBand/RoCE port health: error counters against published thresholds, a port that is not
-ACTIVE although its cable is up, and link flaps in the kernel log (see docs/hardware.md; the
-thresholds and their sources are distdoctor/hardware/thresholds.toml)."""
+ACTIVE although its cable is up, link flaps in the kernel log, and the adapter's own kernel lines
+(firmware health, command timeouts, modules, slot power, PCIe width) (see docs/hardware.md; the
+thresholds and their sources are distdoctor/hardware/thresholds.toml, the mlx5 lines mlx5.toml)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections import defaultdict
 
 from distdoctor.api import Context, check, fail, ok, skip, warn
 from distdoctor.facts.hardware import read_ib_counters
+from distdoctor.hardware import mlx5
+from distdoctor.hardware.actions import strongest
 from distdoctor.hardware.ibcounters import judge_counters
 from distdoctor.hardware.thresholds import load as thresholds
 from distdoctor.text import plural
@@ -150,4 +153,71 @@ def link_flaps(ctx: Context):
         yield ok(f"no RDMA link flapping in the kernel log ({log.source})")
 
 
-CHECKS = [port_counters, port_state, link_flaps]
+@check("ib.hca-health", title="No RDMA adapter's firmware, module, slot power or PCIe link is failing in the kernel log",
+       tags=("ib", "health", "hardware", "log"), timeout=CHECK_TIMEOUT, params={"window_hours": 24.0})
+def hca_health(ctx: Context):
+    """mlx5 (ConnectX/BlueField) lines of this boot's kernel log within the window, judged by
+    distdoctor/hardware/mlx5.toml: a firmware that stopped answering (health counter missed, command
+    timeouts) or reported an unrecoverable error takes the node out of service; a module error,
+    too little slot power or a PCIe link narrower than the adapter can train is worth a look. One
+    finding per adapter. An adapter whose firmware died may be gone from /sys/class/infiniband, so
+    its lines are read whether or not the node still lists it."""
+    log = ctx.facts.kernel_log
+    if log.log is None:
+        yield skip(f"the kernel log cannot be read here ({log.problem})")
+        return
+    window = float(ctx.params.get("window_hours", 24.0)) * 3600
+    seen: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    rules: dict[str, mlx5.Mlx5Rule] = {}
+    lines = 0
+    for e in log.log.events:
+        if e.kind != "mlx5" or not log.within(e, window):
+            continue
+        lines += 1
+        rule = mlx5.classify(e.message, e.detail)
+        if rule is not None:
+            seen[e.device][rule.name].append(e)
+            rules[rule.name] = rule
+    if not lines and not ctx.facts.infiniband.hcas:
+        yield skip("no mlx5 adapter on this node")
+        return
+    found = False
+    for device, by_rule in sorted(seen.items()):
+        judged = [rules[n] for n in by_rule if rules[n].action != "none"]
+        if not judged:
+            continue
+        found = True
+        draining = [r for r in judged if r.drain]
+        action = strongest(r.action for r in (draining or judged))
+        name = f"the mlx5 adapter at {device}" if device else "an mlx5 adapter"
+        summary = f"{name}: " + "; ".join(
+            f"{rules[n].meaning}" + (f" (×{len(evs)})" if len(evs) > 1 else "") for n, evs in sorted(by_rule.items())
+            if rules[n].action != "none")
+        evidence = {"device": device, "source": log.source,
+                    "events": {n: {"count": len(evs), "action": rules[n].action, "drain": rules[n].drain,
+                                   "first": evs[0].message[:200]} for n, evs in sorted(by_rule.items())}}
+        grep = f"journalctl -k | grep -F {_q(device)}" if device else "journalctl -k | grep -F mlx5_core"
+        if draining:
+            yield fail(summary, subject=device or "mlx5", action=action, evidence=evidence,
+                       explanation="The adapter's firmware stopped answering its driver or reported a hardware "
+                                   "error: RDMA traffic through it stalls and NCCL hangs or fails. A reset of the "
+                                   "adapter (a reboot) brings a hung firmware back; if it fails again, replace it.",
+                       fix=f"{grep}   # then drain the node and reboot it; if it recurs, open a hardware case")
+        elif "pcie-width" in by_rule and len(judged) == 1:
+            yield warn(summary, subject=device or "mlx5", action=action, evidence=evidence,
+                       explanation="The adapter trained fewer PCIe lanes than it has, which halves (or worse) what "
+                                   "it can move: reseat it, or check the slot and riser. A slot wired narrower by "
+                                   "design reads the same.",
+                       fix=f"lspci -s {_q(device)} -vv | grep -E 'LnkCap|LnkSta'   # LnkSta narrower than LnkCap: "
+                           "reseat the card" if device else f"{grep}")
+        else:
+            yield warn(summary, subject=device or "mlx5", action=action, evidence=evidence,
+                       explanation="Worth a look, not a drain: a cable or transceiver module reporting errors "
+                                   "(an overheating optic takes its link down), or a slot that cannot power the "
+                                   "adapter.",
+                       fix=f"{grep}   # the module or slot named there: reseat or replace the cable or transceiver")
+    if not found:
+        yield ok(f"no mlx5 adapter fault in the kernel log ({plural(lines, 'adapter line')}, {log.source})")
+
+
+CHECKS = [port_counters, port_state, link_flaps, hca_health]

@@ -51,9 +51,12 @@ _SMI_X = re.compile(r"^\s*<nvidia_smi_log>")
 _SMI_Q_HEAD = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPUs|=+NVSMI LOG=+|GPU [0-9A-Fa-f]{8}:)")
 # kernel-log lines the hardware checks judge, wherever they are in the input
 _RDMA_LINK = re.compile(r"mlx5_core \S+ \S+: (?:Port: \d+ )?Link |[Ll]ost carrier")
+_MLX5_LINE = re.compile(r"mlx5_core(?: \S+)?: ")  # the adapter's own lines (not lspci's "in use: mlx5_core")
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed|"
-                     + _RDMA_LINK.pattern)
+                     r"GSP Timeout|" + _RDMA_LINK.pattern + "|" + _MLX5_LINE.pattern)
 # vLLM's collect_env aligns its values: "PyTorch version              : 2.8.0+cu128"
+# collect_env's supersets (vLLM's, ScaleLLM's) print `nvidia-smi topo -m` as one of their fields
+_EMBEDDED_TOPO = re.compile(r"^GPU [Tt]opology:\s*")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version) *: ")
 # An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
 # `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
@@ -144,6 +147,13 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             elif kind == "interfaces":
                 cut = pasted_host.listing_cut(lines, i, end)
             sections.append(Section(kind, source, i + 1, chunk, cut))
+            if kind == "collect_env" and (at := next((k for k in range(i, end - 1) if _EMBEDDED_TOPO.match(
+                    lines[k].lstrip()) and _TOPO.search(lines[k] + " " + lines[k + 1])), None)) is not None:
+                # the matrix on the field's own line (ScaleLLM) or from the next one (vLLM)
+                at += not _TOPO.search(lines[at])
+                matrix = [_EMBEDDED_TOPO.sub("", lines[at].lstrip())] + lines[at + 1:_topo_end(lines, at)]
+                topo, cut = pasted_topo.complete_rows("\n".join(matrix) + "\n")
+                sections.append(Section("topo", source, at + 1, topo, cut))
             i = max(end, i + 1)
             continue
         i += 1
@@ -234,7 +244,9 @@ def _collect_env_end(lines: list[str], start: int) -> int:
     blanks = 0
     while i < len(lines) and i - start < 400:
         body = lines[i].lstrip()
-        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body) or _TOPO.search(lines[i])
+        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body)
+                          or _TOPO.search(lines[i]) and not _EMBEDDED_TOPO.match(body)
+                          and not _EMBEDDED_TOPO.fullmatch(lines[i - 1].strip())
                           or _IB.match(lines[i]) or _IP_FULL.match(body) or _IFCONFIG.match(body)):
             break  # another tool's output pasted right after it
         if not lines[i].strip():
@@ -338,7 +350,7 @@ CHECKS_FOR = {
 }
 # A pasted log has no "now": every event in it counts.
 PASTE_PARAMS = {"gpu.xid": {"window_hours": 1e9}, "gpu.pcie-link": {"window_hours": 1e9},
-                "ib.link-flaps": {"window_hours": 1e9}}
+                "ib.link-flaps": {"window_hours": 1e9}, "ib.hca-health": {"window_hours": 1e9}}
 
 
 def _nvml_from_query(report) -> dict:
@@ -515,10 +527,10 @@ def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query
                                                                              "cuda_version": None, "gpus": []}
         data["files"] = {"/dev/kmsg": parsed}
     ids = CHECKS_FOR[section.kind]
-    if section.kind == "kernel" and _RDMA_LINK.search(section.text):
-        # the paste's own mlx5 link lines show the node has RDMA ports: their flaps are judged too
+    if section.kind == "kernel" and (_RDMA_LINK.search(section.text) or _MLX5_LINE.search(section.text)):
+        # the paste's own mlx5 lines show the node has RDMA adapters: their flaps and health are judged too
         data["dirs"] = {"/sys/class/infiniband": ["mlx5_pasted"]}
-        ids += ("ib.link-flaps",)
+        ids += ("ib.link-flaps", "ib.hca-health")
     host = FakeHost(**data)
     if section.kind == "kernel" and query is not None:
         ids = tuple(i for i in ids if i != "gpu.pcie-link")  # judged once, with the pasted nvidia-smi -q

@@ -79,12 +79,18 @@ def parse_ibstat(text: str) -> list[IbPortState]:
             close()
             port = {"n": int(m.group("n"))}
             continue
-        if port is None:
-            continue
         f = _FIELD.match(line)
         if not f:
             continue
         key, value = f.group("key").strip().lower(), f.group("value")
+        if key == "state" and value.upper().startswith("PORT_") and (port is None or "state" in port):
+            # ibv_devinfo grep'd for its port lines keeps `state:` and drops `port:`: the HCA's
+            # ports in their order (the tool prints them from 1)
+            n = port["n"] + 1 if port is not None else 1 + sum(1 for p in ports if p.hca == ca)
+            close()
+            port = {"n": n}
+        if port is None:
+            continue
         if key == "state":
             port["state"] = _state(value)
         elif key in ("physical state", "phys_state"):

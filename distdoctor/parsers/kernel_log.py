@@ -5,9 +5,11 @@ Events: NVIDIA Xid (`NVRM: Xid (PCI:0000:3b:00): 79, ...`, with the line's own "
 word and the Xid an Xid 45 names as its cause), NVSwitch SXid
 (`nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, ...`), a GPU that fell off the bus without an
 Xid (newer drivers print it over three lines), a GPU the driver could not initialise
-(`NVRM: GPU 0000:09:00.0: RmInitAdapter failed!`), PCIe AER reports, and RDMA/Ethernet link changes of
+(`NVRM: GPU 0000:09:00.0: RmInitAdapter failed!`), a GSP that stopped answering without an Xid
+(`NVRM: GPU6 _kgspLogRpcTimeout: ***** GSP Timeout *****`), PCIe AER reports, RDMA/Ethernet link changes of
 mlx5 ports (`mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link DOWN`, `... enp157s0f1np1: Link down`,
-`ib0: lost carrier`).
+`ib0: lost carrier`), and an mlx5 adapter's own lines about its health (kind "mlx5": firmware health,
+command timeouts, module and slot-power events, its PCIe link; hardware/mlx5.toml judges them).
 
 A log of a million lines must read in well under a second, so one regex over the whole text finds
 the few lines worth a look, and only those are split into time and message.
@@ -28,8 +30,11 @@ from datetime import datetime, timezone
 # the bus" finds the three-line form, whose first line (naming the GPU) is looked up behind it;
 # "AER: " is the one line per PCIe error that names its severity; " Link " the mlx5 port and
 # Ethernet link changes; "ost carrier" both "lost carrier" and "Lost carrier"; "dapter failed" both
-# "RmInitAdapter failed" and "rm_init_adapter failed".
-_KEYWORDS = ("Xid (", "fallen off the bus", "AER: ", " Link ", "ost carrier", "dapter failed")
+# "RmInitAdapter failed" and "rm_init_adapter failed"; "GSP Timeout" the banner the driver prints once
+# per GSP RPC timeout; "mlx5_" every line of the ConnectX/BlueField driver (a few dozen per adapter at
+# boot), among them its firmware-health and command-timeout lines.
+_KEYWORDS = ("Xid (", "fallen off the bus", "AER: ", " Link ", "ost carrier", "dapter failed", "GSP Timeout",
+             "mlx5_")
 
 
 # Time prefixes, tried in order on a candidate line.
@@ -50,6 +55,9 @@ _JOURNAL_HOST = re.compile(r"^\S+ kernel: (.*)$")  # after an ISO time: "host ke
 # journalctl short, syslog; SONiC's syslog adds microseconds and a level word ("21:05:38.106121 host INFO kernel:");
 # a paste may drop the host ("Mar 29 15:38:59 kernel: NVRM: ...", NVIDIA's forum, tests/data/kernel_log)
 _SYSLOG = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d)(?:\.\d+)? (?:\S+ )?(?:[A-Z]+ )?kernel: (.*)$")
+# a syslog line whose time and host a paste or a log shipper dropped ("kernel: [   17.98] mlx5_core ...",
+# NVIDIA NVSentinel's syslog lines), and dmesg run through pdsh/clush ("b1360: [14280.44] ...")
+_BARE_KERNEL = re.compile(r"^(?:kernel|[A-Za-z0-9][\w.-]*): (\[\s*\d+\.\d+\]\s?.*)$")
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): (\d+)")
 _SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:, (Non-fatal|Fatal))?")
@@ -67,6 +75,18 @@ _IB_PORT = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Port: (\d+) Link (DOWN
 _ETH_LINK = re.compile(r"mlx5_core ([0-9A-Fa-f:.]+) (\S+): Link (down|up)\b")
 _CARRIER = re.compile(r"(?<!\S)(\S+): [Ll]ost carrier")  # from the start of a word: linear
 _PCI = re.compile(r"\b([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\b")
+# The driver numbers GPUs itself in these lines ("GPU6"); the PCI address is not on them.
+_GSP_TIMEOUT = re.compile(r"NVRM: (GPU\d+) _kgspLogRpcTimeout: \*+ GSP Timeout \*+")
+_MLX5_DEVICE = re.compile(r"mlx5_core ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+# "... limited by 32.0 GT/s PCIe x8 link at 0000:97:01.0 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)"
+_PCIE_LIMITED = re.compile(r"limited by \S+ GT/s PCIe x(\d+) link .*capable of .* PCIe x(\d+) link")
+# The mlx5 lines worth an event: what hardware/mlx5.toml has rules for (a unit test holds the two in
+# step), and a PCIe "limited by" line. The rest of an adapter's boot chatter (dozens of lines each)
+# is skipped here, where it costs least.
+_MLX5_WORDS = ("health compromised", "unrecoverable hardware error", "Fatal error ", "leak of a command resource",
+               "No done completion", "Port module event", "insufficient power", "transmit queue", "ACCESS_REG(",
+               "limited by")
+_MLX5_NOTABLE = re.compile("|".join(re.escape(w) for w in _MLX5_WORDS))
 
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
@@ -74,13 +94,14 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 
 @dataclass(frozen=True)
 class KernelEvent:
-    kind: str  # "xid", "sxid", "fallen-off-bus", "init-failed", "aer", "link"
+    kind: str  # "xid", "sxid", "fallen-off-bus", "init-failed", "gsp-timeout", "aer", "link", "mlx5"
     message: str  # the line as the kernel wrote it, without the time prefix
     device: str = ""  # PCI address (0000:3b:00) for GPUs and AER; the port or interface for links
     code: int | None = None  # Xid/SXid number
     # AER severity; link state (DOWN, ACTIVE, down, up, lost-carrier); SXid fatality; an Xid's own
     # "fatal"/"nonfatal" word, "after-xid-N" for an Xid 45 naming the Xid it follows, "recovery-N" for
-    # an Xid 154 naming the recovery action (NVML's number) the GPU needs now
+    # an Xid 154 naming the recovery action (NVML's number) the GPU needs now; for an mlx5 line whose
+    # PCIe link trained narrower than the adapter can: "x8<x16"
     detail: str = ""
     time: float | None = None  # epoch seconds, when the line carries a wall-clock time
     uptime: float | None = None  # seconds since boot, when the line carries those instead
@@ -181,6 +202,11 @@ def split_time(line: str, year: int = 1970) -> tuple[float | None, float | None,
         # Syslog files often keep the kernel's own uptime stamp after "kernel:".
         rest = _UPTIME.match(m.group(2))
         return _syslog(m.group(1), year), float(rest.group(1)) if rest else None, rest.group(2) if rest else m.group(2)
+    m = _BARE_KERNEL.match(line) if first.isalnum() else None
+    if m:
+        rest = _UPTIME.match(m.group(1))
+        if rest:
+            return None, float(rest.group(1)), rest.group(2)
     return None, None, line
 
 
@@ -220,6 +246,9 @@ def _match_event(message: str, wall: float | None = None, up: float | None = Non
         m = _INIT_FAILED.search(message)
         return None if m is None else KernelEvent("init-failed", message, m.group(1).lower(), None, "", wall, up,
                                                   number)
+    if "GSP Timeout" in message:
+        m = _GSP_TIMEOUT.search(message)
+        return None if m is None else KernelEvent("gsp-timeout", message, m.group(1), None, "", wall, up, number)
     m = _AER_DEVICE.search(message)
     if m:
         # One report per error: the "AER: ... error received" line; the "PCIe Bus Error:
@@ -239,6 +268,12 @@ def _match_event(message: str, wall: float | None = None, up: float | None = Non
     m = _CARRIER.search(message)
     if m:
         return KernelEvent("link", message, m.group(1), None, "lost-carrier", wall, up, number)
+    if "mlx5_" in message and _MLX5_NOTABLE.search(message):
+        device = _MLX5_DEVICE.search(message)
+        limited = _PCIE_LIMITED.search(message) if "limited by" in message else None
+        width = (f"x{limited.group(1)}<x{limited.group(2)}"
+                 if limited and int(limited.group(1)) < int(limited.group(2)) else "")
+        return KernelEvent("mlx5", message, device.group(1).lower() if device else "", None, width, wall, up, number)
     return None
 
 
@@ -249,7 +284,9 @@ def _candidate_starts(text: str) -> list[int]:
         at = text.find(word)
         while at >= 0:
             start = text.rfind("\n", 0, at) + 1
-            starts.add(start)
+            end = text.find("\n", at)
+            if word != "mlx5_" or _MLX5_NOTABLE.search(text, start, end if end >= 0 else len(text)):
+                starts.add(start)
             if word == "fallen off the bus":  # the GPU is named up to two lines before
                 before = start
                 for _ in range(2):
@@ -259,7 +296,6 @@ def _candidate_starts(text: str) -> list[int]:
                     if "NVRM: The NVIDIA GPU" in text[before:start]:
                         starts.add(before)
                         break
-            end = text.find("\n", at)
             if end < 0:
                 break
             at = text.find(word, end)

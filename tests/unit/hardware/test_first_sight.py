@@ -146,6 +146,73 @@ def test_pasted_ibstat_port_down_over_linkup_is_judged_by_port_state():
     assert run.status is Status.OK
 
 
+# --- the third round: mlx5 adapter lines, a GSP timeout without an Xid, grep'd ibv_devinfo -----------
+
+
+@pytest.mark.parametrize("name,status,actions", [
+    # firmware hangs and an unrecoverable error: out of service (NVSentinel: fatal, REPLACE_VM)
+    ("kernel_uptime_mlx5_cmd_timeout_health_compromised_unrecoverable_nvsentinel.log", Status.FAIL,
+     {"0000:03:00.0": "reboot", "0000:41:00.0": "replace-hardware"}),
+    ("pdsh_dmesg_mlx5_create_dct_no_done_completion_ucx7738_EXCERPT.log", Status.FAIL, {"0000:61:00.0": "reboot"}),
+    # an overheating module, an adapter at x8 of its x16: a look, never a drain
+    ("bare_mlx5_port_module_cable_high_temperature_link_down_gx10.log", Status.WARN, {"mlx5": "replace-hardware"}),
+    ("dmesg_uptime_mlx5_pcie_limited_x8_of_x16_imbue.log", Status.WARN, {"0000:9c:00.0": "replace-hardware"}),
+    # NVSentinel's non-fatal set: only the module's temperature is worth a look
+    ("kernel_mlx5_nonfatal_watchdog_power_module_temp_access_reg_unplugged_nvsentinel.log", Status.WARN,
+     {"0000:5c:00.0": "replace-hardware"}),
+    # ten adapters saying "insufficient power (27W)" at a healthy H100 boot, an unplugged port: nothing
+    ("dmesg_decode_iso_boot_mlx5_links_healthy.log", Status.OK, {}),
+    ("dmesg_uptime_desktop_boot_amdgpu_mlx5_connectib_cable_unplugged_EXCERPT.log", Status.OK, {}),
+])
+def test_mlx5_adapter_lines_are_judged_by_their_table(name, status, actions):
+    findings = run_check(ib.hca_health, ib_node(kernel(name)), {"window_hours": 1e9})
+    assert {f.status for f in findings} == {status}
+    assert {f.subject: f.action for f in findings if f.status is not Status.OK} == actions
+    (run,) = [r for r in pasted.runs([("paste", kernel(name))]) if r.id == "ib.hca-health"]
+    assert run.status is status  # the same lines pasted into an issue
+
+
+def test_every_mlx5_rule_that_acts_is_read_by_the_parser():
+    """The parser keeps only the adapter lines hardware/mlx5.toml can judge: the two stay in step."""
+    from distdoctor.hardware import mlx5
+    from distdoctor.parsers.kernel_log import _MLX5_NOTABLE
+    rules, _width = mlx5._load()
+    assert rules and all(_MLX5_NOTABLE.search(r.match) for r in rules if r.action != "none")
+
+
+def test_mlx5_pcie_width_only_when_narrower_than_capable():
+    """The H100s "limited by 16.0 GT/s PCIe x16 link" of a Gen4 switch keep their width: not judged."""
+    log = parse_kernel_log(kernel("dmesg_uptime_mlx5_pcie_limited_x8_of_x16_imbue.log"))
+    assert [(e.kind, e.device, e.detail) for e in log.events] == [("mlx5", "0000:9c:00.0", "x8<x16")]
+    same = kernel("dmesg_uptime_mlx5_pcie_limited_x8_of_x16_imbue.log").replace("PCIe x8 link at", "PCIe x16 link at")
+    assert [e.detail for e in parse_kernel_log(same).events] == [""]
+
+
+def test_gsp_timeout_banner_without_an_xid_resets_the_gpu():
+    text = kernel("dmesg_uptime_gh100_gsp_heartbeat_timeout_memsys_error_no_xid_ogkm1230_EXCERPT.log")
+    (f,) = xid(text)
+    assert (f.status, f.action, f.subject) == (Status.FAIL, "reset-gpu", "GPU6")
+    (run,) = [r for r in pasted.runs([("paste", "pasted:\n" + text)]) if r.id == "gpu.xid"]
+    assert run.status is Status.FAIL and run.findings[0].action == "reset-gpu"
+
+
+@pytest.mark.parametrize("line,uptime,message", [
+    ("kernel: [   17.982092] mlx5_core 0000:41:00.0: x", 17.982092, "mlx5_core 0000:41:00.0: x"),  # NVSentinel
+    ("b1360: [14280.445220] mlx5_core 0000:61:00.0: y", 14280.44522, "mlx5_core 0000:61:00.0: y"),  # pdsh
+    ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, z", None, "kernel: NVRM: Xid (PCI:0000:dc:00): 45, z"),  # no time
+])
+def test_a_dropped_syslog_prefix_or_a_pdsh_host_keeps_the_uptime(line, uptime, message):
+    from distdoctor.parsers.kernel_log import split_time
+    assert split_time(line) == (None, uptime, message)
+
+
+def test_ibv_devinfo_grepd_without_port_lines_is_read_and_judged():
+    text = fixture_text(data_path("ibstat", "ibv_devinfo_bf3_2hca_grep_port_down_link_up_EXCERPT.txt"))
+    (run,) = [r for r in pasted.runs([("paste", text)]) if r.id == "ib.port-state"]
+    assert run.status is Status.FAIL and {(f.subject, f.action) for f in run.findings} == {
+        ("mlx5_0:1", "fix-config"), ("mlx5_1:1", "fix-config")}
+
+
 # --- dcgmi diag and nvidia-smi -q pieces --------------------------------------------------------
 
 
@@ -225,7 +292,7 @@ def test_every_labelled_capture_gets_its_verdict():
                 drained.append(f"{label} {got} {folder}/{name}")
             if label == "faulty" and got not in ("drain", "inspect"):
                 unnamed.add(f"{folder}/{name}")
-    assert seen >= 90 and drained == [] and unnamed == UNNAMED
+    assert seen >= 120 and drained == [] and unnamed == UNNAMED
 
 
 # --- the driver's GPU Recovery Action (R570+) ----------------------------------------------------

@@ -28,7 +28,7 @@ def test_every_query_capture_parses_and_is_indexed():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("nvidia_smi_q", "q*"))
                    if not p.endswith(".parsed.json"))  # the golden runner's expected parses
     index = read("nvidia_smi_q", "INDEX.md")
-    assert len(files) == 16
+    assert len(files) == 17
     for name in files:
         assert name in index
         report = parse_query(read("nvidia_smi_q", name))
@@ -136,7 +136,7 @@ def kinds(log):
 def test_every_kernel_log_is_indexed_and_parses():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("kernel_log", "*.log")))
     index = read("kernel_log", "INDEX.md")
-    assert len(files) == 32
+    assert len(files) == 48
     for name in files:
         assert name in index
         parse_kernel_log(read("kernel_log", name), 2025)
@@ -184,7 +184,7 @@ def test_links_and_healthy_logs():
     port = parse_kernel_log(read("kernel_log", "journalctl_short_mlx5_port_link_init_active_gpud1209_EXCERPT.log"))
     assert [e.detail for e in port.events] == ["init", "active"] and port.events[0].device == "mlx5_5/1"
     boot = parse_kernel_log(read("kernel_log", "dmesg_decode_iso_boot_mlx5_links_healthy.log"))
-    assert {e.kind for e in boot.events} == {"link"} and boot.lines == 2382  # the _OSC "AER" lines are not errors
+    assert {e.kind for e in boot.events} == {"link", "mlx5"} and boot.lines == 2382  # the _OSC "AER" lines are not errors
     for name in ("kmsg_records_nvswitch_open_healthy.log", "journalctl_short_iso_k8s_node_healthy.log"):
         assert parse_kernel_log(read("kernel_log", name)).events == ()
 
@@ -204,14 +204,15 @@ def test_garbage_and_huge_input_never_raise():
 
 def test_a_million_line_log_is_linear():
     # Not a timing assertion (bench/kernel_log_speed.py measures): a log 10x longer takes about
-    # 10x longer, never quadratic.
+    # 10x longer, never quadratic. CPU time, not wall time: on a loaded machine the wall clock of
+    # a 50 ms parse stretched past a second (2 cores, load average 18) while its CPU time did not.
     base = read("kernel_log", "dmesg_decode_iso_boot_mlx5_links_healthy.log") * 4
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     parse_kernel_log(base)
-    one = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    one = time.process_time() - t0
+    t0 = time.process_time()
     parse_kernel_log(base * 10)
-    assert time.perf_counter() - t0 < max(one * 40, 0.5)
+    assert time.process_time() - t0 < max(one * 40, 0.5)
 
 
 # --- data ------------------------------------------------------------------------------------

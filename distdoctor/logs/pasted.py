@@ -55,6 +55,8 @@ _MLX5_LINE = re.compile(r"mlx5_core(?: \S+)?: ")  # the adapter's own lines (not
 _KERNEL = re.compile(r"NVRM: Xid|SXid \(|fallen off the bus|NVRM: The NVIDIA GPU|AER: |(?:RmInitAdapter|rm_init_adapter) failed|"
                      r"GSP Timeout|" + _RDMA_LINK.pattern + "|" + _MLX5_LINE.pattern)
 # vLLM's collect_env aligns its values: "PyTorch version              : 2.8.0+cu128"
+# collect_env's supersets (vLLM's, ScaleLLM's) print `nvidia-smi topo -m` as one of their fields
+_EMBEDDED_TOPO = re.compile(r"^GPU [Tt]opology:\s*")
 _COLLECT_ENV = re.compile(r"^(PyTorch version|Is debug build|CUDA used to build PyTorch|Nvidia driver version) *: ")
 # An IPv6 address is at most 39 characters: the bound keeps a search linear on a long run of
 # `a:a:a:...` (unbounded, every start scanned to the end of the run: quadratic).
@@ -145,6 +147,13 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             elif kind == "interfaces":
                 cut = pasted_host.listing_cut(lines, i, end)
             sections.append(Section(kind, source, i + 1, chunk, cut))
+            if kind == "collect_env" and (at := next((k for k in range(i, end - 1) if _EMBEDDED_TOPO.match(
+                    lines[k].lstrip()) and _TOPO.search(lines[k] + " " + lines[k + 1])), None)) is not None:
+                # the matrix on the field's own line (ScaleLLM) or from the next one (vLLM)
+                at += not _TOPO.search(lines[at])
+                matrix = [_EMBEDDED_TOPO.sub("", lines[at].lstrip())] + lines[at + 1:_topo_end(lines, at)]
+                topo, cut = pasted_topo.complete_rows("\n".join(matrix) + "\n")
+                sections.append(Section("topo", source, at + 1, topo, cut))
             i = max(end, i + 1)
             continue
         i += 1
@@ -235,7 +244,9 @@ def _collect_env_end(lines: list[str], start: int) -> int:
     blanks = 0
     while i < len(lines) and i - start < 400:
         body = lines[i].lstrip()
-        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body) or _TOPO.search(lines[i])
+        if i > start and (body.startswith(("+-", "|")) or _SMI.search(body)
+                          or _TOPO.search(lines[i]) and not _EMBEDDED_TOPO.match(body)
+                          and not _EMBEDDED_TOPO.fullmatch(lines[i - 1].strip())
                           or _IB.match(lines[i]) or _IP_FULL.match(body) or _IFCONFIG.match(body)):
             break  # another tool's output pasted right after it
         if not lines[i].strip():

@@ -21,6 +21,9 @@ KINDS = ("smi_failed", "smi_nvml", "smi_no_devices", "smi_fragment", "driver_unb
 # "couldn't" is pasted with typographic apostrophes too (couldn‘t, couldn’t)
 _FAILED = re.compile(r"^NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver\b")
 _NVML = re.compile(r"^Failed to initialize NVML: (?P<why>\S.*?)\s*$")
+# the same failure met by the container runtime's hook (nvidia-container-cli, under docker or
+# kubelet: "initialization error: nvml error: driver/library version mismatch: unknown")
+_NVML_HOOK = re.compile(r"nvidia-container-cli: initialization error: nvml error: (?P<why>[^:]+?)(?:: unknown)?\s*$")
 _NVML_LIBRARY = re.compile(r"^NVML library version: (?P<version>\S+)\s*$")
 # what each reason NVML gives means, and what to do on the node it came from
 _NVML_WHY = {
@@ -63,6 +66,8 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         while end < len(lines) and end - i < 3 and "installed and running" not in lines[end - 1]:
             end += 1
         return "smi_failed", end
+    if _NVML_HOOK.search(body):
+        return "smi_nvml", i + 1
     if _NVML.match(body):
         end = i + 1 + (i + 1 < len(lines) and bool(_NVML_LIBRARY.match(lines[i + 1].strip())))
         return "smi_nvml", end
@@ -116,13 +121,14 @@ def runs(kind: str, text: str, where: str, _env: dict[str, str]) -> list[CheckRu
                           "# a container: start it with the NVIDIA runtime (docker run --gpus all ...)")]
     if kind == "smi_nvml":
         first, _nl, rest = text.strip().partition("\n")
-        why = _NVML.match(first.strip())
+        why = _NVML.match(first.strip()) or _NVML_HOOK.search(first.strip())
+        tool = "`nvidia-container-cli` (the container runtime's hook)" if _NVML_HOOK.search(first) else "`nvidia-smi`"
         reason = why["why"] if why else first.strip()
         library = _NVML_LIBRARY.match(rest.strip())
         explanation, fix = _NVML_WHY.get(reason.lower().rstrip("."), (
             "NVML, the library nvidia-smi and every GPU tool use, could not start, so no GPU is usable from where "
             "it ran; the reason is NVML's own.", _WHERE_IT_RAN + "nvidia-smi\ndmesg -T | grep -i NVRM | tail -n 20"))
-        return [_note(where, Status.FAIL, f"pasted `nvidia-smi`: Failed to initialize NVML: {reason[:120]}"
+        return [_note(where, Status.FAIL, f"pasted {tool}: Failed to initialize NVML: {reason[:120]}"
                       + (f" (NVML library version {library['version']})" if library else ""),
                       f"nvidia-smi (pasted at {where})", {"reason": reason[:200],
                                                           "library": library["version"] if library else None},

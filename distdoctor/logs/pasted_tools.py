@@ -295,9 +295,10 @@ def _ibstatus(text: str, where: str) -> list[CheckRun]:
             current[f.group("key").replace(" ", "_")] = f.group("value").strip()
     if not ports:
         return []
-    down = [p for p in ports if "ACTIVE" not in p.get("state", "").upper()]
-    shown = "; ".join(f"{p['hca']}/{p['port']} {p.get('state', '?').split(': ')[-1]} {p.get('rate', '')}".rstrip()
-                      for p in ports[:8])
+    # a port whose state the paste cut off is unknown, not "not ACTIVE"
+    down = [p for p in ports if p.get("state") and "ACTIVE" not in p["state"].upper()]
+    shown = "; ".join(f"{p['hca']}/{p['port']} {p.get('state', 'state not shown').split(': ')[-1]} "
+                      f"{p.get('rate', '')}".rstrip() for p in ports[:8])
     evidence = {"ports": ports[:32]}
     title = f"InfiniBand ports (pasted ibstatus at {where})"
     if down and len(down) < len(ports):

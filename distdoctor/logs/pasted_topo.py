@@ -38,9 +38,20 @@ def complete_rows(text: str) -> tuple[str, str]:
         parse_topo_matrix(text)
         return text, ""
     except ParseError as exc:
+        lines = text.splitlines()
+        if "stops before the rows of" in str(exc):
+            # cut at a row's end: the rows shown are whole, the GPUs after them are not shown
+            shown = [line.split()[0] for line in lines if _ROW.match(line.strip())]
+            if not shown:
+                return text, ""
+            trimmed = _without_missing(lines)
+            try:
+                parse_topo_matrix(trimmed)
+            except ParseError:
+                return text, ""
+            return trimmed, f"after {shown[-1]}"
         if exc.line is None or "link cells" not in str(exc):
             return text, ""
-        lines = text.splitlines()
         after = lines[exc.line:]
         if any(_ROW.match(line.strip()) for line in after):
             return text, ""  # a ragged row in the middle: not a cut, a shape the parser refuses
@@ -72,8 +83,10 @@ def _without_missing(lines: list[str]) -> str:
 
 
 def cut_note(label: str, where: str) -> CheckRun:
-    summary = (f"pasted `nvidia-smi topo -m` is cut off in {label}'s row: that row and the ones after it are not "
-               "shown (unknown); the rows before it are judged")
+    at = f"{label}'s row" if not label.startswith("after ") else f"the row {label[6:]}"
+    rest = "that row and the ones after it are" if not label.startswith("after ") else "the rows after it are"
+    summary = (f"pasted `nvidia-smi topo -m` is cut off {'in' if not label.startswith('after ') else 'after'} "
+               f"{at.replace('the row ', '')}: {rest} not shown (unknown); the rows before it are judged")
     return CheckRun("log.pasted-output", f"GPU topology (pasted at {where})", ("log", "pasted", "gpu"), Status.OK,
                     (Finding(Status.OK, summary, subject=where, evidence={"cut_in": label}),), 0.0,
                     f"pasted at {where}")
@@ -82,10 +95,10 @@ def cut_note(label: str, where: str) -> CheckRun:
 def runs(_kind: str, text: str, where: str, _env: dict[str, str]) -> list[CheckRun]:
     rows = [m for line in text.splitlines() if (m := _ROW.match(line.strip()))]
     labels = [m.group("label") for m in rows]
-    gpu_cells = sorted({cell for line in text.splitlines() if line.strip().startswith("GPU")
-                        for cell in line.split()[1:] if re.fullmatch(r"NV\d+|SYS|NODE|PHB|PXB|PIX", cell)})
+    cells = sorted({cell for line in text.splitlines() if _ROW.match(line.strip())
+                    for cell in line.split()[1:] if re.fullmatch(r"NV\d+|SYS|NODE|PHB|PXB|PIX|SOC", cell)})
     summary = (f"pasted `nvidia-smi topo -m`, a fragment without its header: rows {', '.join(labels[:24])}; "
-               f"links shown: {', '.join(gpu_cells) or 'none'}. The header and the rows before {labels[0]} are "
+               f"links shown: {', '.join(cells) or 'none'}. The header and the rows before {labels[0]} are "
                "not shown, so which column is which GPU or NIC cannot be told: nothing is judged")
     return [CheckRun("log.pasted-output", f"GPU topology (pasted at {where})", ("log", "pasted", "gpu"), Status.OK,
                      (Finding(Status.OK, summary, subject=where, evidence={"rows": labels[:64]}),), 0.0,

@@ -21,6 +21,8 @@ PASTED = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "logs"
 FIRST_OF_ROUND = "ulimit-a_memlock64_ucx8229.md"
 # the first paste of the second first-sight round (pastesight2)
 FIRST_OF_ROUND2 = "topo-mp_14nics_gpu_numa_id_cut_deepep60.md"
+# its second batch, collected after the round's first fixes were in
+FIRST_OF_ROUND2_BATCH2 = "topo-m_all_sys_10nics_cut_deepep128.md"
 _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2, "error": 3, "timeout": 3}
 _UNKNOWN = re.compile(r"unknown|cannot (?:be )?t[eo]ld?|cannot tell|not shown|cut off|not in the paste|"
                       r"does not show|no addresses", re.I)

@@ -185,6 +185,11 @@ def test_a_topology_cut_inside_its_last_gpu_row_is_read_up_to_it(name):
     assert not any("could not be read" in s for _i, _st, s in said), said
     assert any(f"cut off in {last}'s row" in s for _i, _st, s in said), said
     assert any(i in ("gpu.p2p-topology", "gpu.nic-affinity") for i, _st, _s in said), said
+    # cut at the end of the row before it (a post that ends on a whole row): the same, said "after"
+    before = lines[k - 1].split()[0]
+    said = _said("```\n" + "\n".join(lines[:k]) + "\n")
+    assert not any("could not be read" in s for _i, _st, s in said), said
+    assert any(f"cut off after {before}" in s for _i, _st, s in said), said
 
 
 @pytest.mark.parametrize("name", _captures("ibstat"))
@@ -278,3 +283,39 @@ def test_an_interface_list_cut_off_says_so_and_names_no_choice(name):
 def test_inactive_nvlinks_judged_only_where_every_link_is_wired(name, gpu, status):
     said = [s for s in _said(_read("logs", "pasted", name)) if "nvlink -s" in s[2]]
     assert said and said[0][1] == status and gpu in said[0][2]
+
+
+def test_an_ibstatus_port_cut_before_its_state_is_not_called_down():
+    text = _read("logs", "pasted", "ibstatus_a100_9ports_all_active_gpud.md")
+    cut = text[:text.index("base lid:")]  # the first port's fields from its base lid on are not shown
+    (got,) = _said(cut)
+    assert got[1] == "ok" and "mlx5_0/1 state not shown" in got[2], got
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown",
+     "driver/library version mismatch"),
+    ("      Message: ... stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
+     "driver not loaded"),
+])
+def test_nvml_failing_in_the_container_runtime_hook(line, reason):
+    (got,) = _said(line + "\n")
+    assert got[1] == "fail" and "nvidia-container-cli" in got[2] and reason in got[2], got
+
+
+@pytest.mark.parametrize("name", _captures("collect_env"))
+@pytest.mark.parametrize("same_line", [True, False])
+def test_collect_env_with_its_gpu_topology_field(name, same_line):
+    """collect_env's supersets print `topo -m` as a field (ScaleLLM on the field's line, vLLM on the
+    next): the fields after it are still collect_env's, and the matrix is judged as a topology."""
+    text = _read("collect_env", name)
+    topo = _read("nvidia_smi_topo", "topo_dgx1_v100_4xmlx5_unsorted_nics.txt").strip("\n")
+    head, _sep, tail = text.partition("\nNvidia driver version:")
+    if not _sep:
+        pytest.skip("no driver line to follow the topology")
+    field = "GPU topology: " + topo if same_line else "GPU Topology:\n" + topo
+    said = _said(head + "\n" + field + "\n\nNvidia driver version:" + tail)
+    driver = parse_collect_env(text).driver or "unknown"
+    assert any(i == "log.pasted-collect-env" and f"driver {driver}" in s for i, _st, s in said), said
+    assert any(i == "gpu.p2p-topology" for i, _st, _s in said), said
+    assert not any("could not be read" in s for _i, _st, s in said), said

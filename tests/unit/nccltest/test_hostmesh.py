@@ -222,3 +222,35 @@ def test_a_host_arriving_from_another_address_than_it_advertises_is_behind_nat()
     assert hostmesh.nat_findings(hmap, {1: "172.17.0.2", 2: "junk"}) == []
     # Arriving from another address of its own (two on one host) is not NAT.
     assert hostmesh.nat_findings(hmap, {1: "10.0.0.2"}, {1: ["172.17.0.2", "10.0.0.2"]}) == []
+
+
+def _scripted_transfers(monkeypatch, seconds_by_try):
+    """probe_hosts over scripted peers: every handshake passes, and the k-th transfer to rank r
+    takes seconds_by_try[r][k] (1 MiB each). Returns the tries made per rank."""
+    tries: dict[int, int] = {}
+    monkeypatch.setattr(mesh, "probe_all", lambda peers, *a, **k: {r: "ok" for r in peers})
+
+    def transfer(rank, address, port, token, my_rank, timeout, nbytes, transfer_timeout=None):
+        k = tries.get(rank, 0)
+        tries[rank] = k + 1
+        took = seconds_by_try[rank][min(k, len(seconds_by_try[rank]) - 1)]
+        return mesh.Probe("ok", nbytes / took / 1e9, took, nbytes)
+
+    monkeypatch.setattr(mesh, "probe_transfer", transfer)
+    return tries
+
+
+def test_a_target_slow_on_one_try_is_measured_again_and_the_faster_try_counts(monkeypatch):
+    tries = _scripted_transfers(monkeypatch, {1: [0.004], 2: [0.045, 0.004], 3: [0.005]})
+    row = mesh.probe_hosts({r: ("127.0.0.1", 1) for r in (1, 2, 3)}, "tok", 0, timeout=1, nbytes=1 << 20, budget=10)
+    assert tries == {1: 1, 2: 2, 3: 1}
+    assert row[2].seconds == 0.004
+
+
+def test_a_target_slow_on_both_tries_stays_slow_and_a_slow_sender_retries_nothing(monkeypatch):
+    tries = _scripted_transfers(monkeypatch, {1: [0.004], 2: [0.3, 0.2]})
+    row = mesh.probe_hosts({1: ("127.0.0.1", 1), 2: ("127.0.0.1", 1)}, "tok", 0, timeout=1, nbytes=1 << 20, budget=10)
+    assert tries == {1: 1, 2: 2} and row[2].seconds == 0.2
+    tries = _scripted_transfers(monkeypatch, {1: [0.3], 2: [0.35]})
+    mesh.probe_hosts({1: ("127.0.0.1", 1), 2: ("127.0.0.1", 1)}, "tok", 0, timeout=1, nbytes=1 << 20, budget=10)
+    assert tries == {1: 1, 2: 1}

@@ -21,7 +21,7 @@ import textwrap
 from dataclasses import dataclass
 
 from distdoctor.logs import (pasted_builds, pasted_driver, pasted_host, pasted_rdma, pasted_slurm, pasted_tools,
-                             pasted_topo)
+                             pasted_topo, pasted_unread)
 from distdoctor.logs.nccl_setup import kind_by_name
 from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.parsers import ParseError
@@ -130,7 +130,7 @@ def find(source: str, text: str) -> tuple[list[Section], dict[str, str]]:
             kind, end = "smi_q", next((k + 1 for k in range(i, n) if "</nvidia_smi_log>" in lines[k]), n)
         elif (tool := pasted_driver.detect(lines, i) or pasted_tools.detect(lines, i)
               or pasted_host.detect(lines, i) or pasted_rdma.detect(lines, i) or pasted_slurm.detect(lines, i)
-              or pasted_topo.detect(lines, i)) is not None:
+              or pasted_topo.detect(lines, i) or pasted_unread.detect(lines, i)) is not None:
             kind, end = tool
         elif _OMPI_PARSABLE.match(body):
             kind, end = "ompi_info", _run(lines, i, lambda s: bool(_OMPI_PARSABLE.match(s)))
@@ -487,7 +487,7 @@ def _note(source: str, status: Status, message: str, evidence: dict | None = Non
 
 def _judge(section: Section, env: dict[str, str], smi=None, gpus: int = 0, query=None, kernel=None) -> list[CheckRun]:
     where = f"{section.source}:{section.line}"
-    for module in (pasted_tools, pasted_driver, pasted_host, pasted_rdma, pasted_slurm, pasted_topo):
+    for module in (pasted_tools, pasted_driver, pasted_host, pasted_rdma, pasted_slurm, pasted_topo, pasted_unread):
         if section.kind in module.KINDS:
             return module.runs(section.kind, section.text, where, env)
     if section.kind == "interfaces" and not _ADDRESS_WORD.search(section.text):

@@ -1,5 +1,6 @@
 """Every compiled regex distdoctor holds: module attributes (alone or in tuples, lists, dicts),
-class attributes, each failure signature's patterns and each exit marker's (exits.toml). Found by
+class attributes, each failure signature's patterns, each exit marker's (exits.toml) and each
+unread tool's (logs/unread_tools.toml). Found by
 discovery, so a regex added tomorrow is covered by the property tests the day it lands.
 
 The modules that import torch at the top (test_no_torch_import.TORCH_MODULES) are read, not
@@ -68,4 +69,9 @@ def all_patterns() -> list[tuple[str, re.Pattern]]:
 
     for marker in outcome.markers():
         add(marker.pattern, f"exit marker {marker.id}")
+    from distdoctor.logs import pasted_unread
+
+    for tool in pasted_unread.catalogue():
+        add(tool.start, f"unread tool {tool.tool}")
+        add(tool.within, f"unread tool {tool.tool} (within)")
     return sorted(found.values(), key=lambda wp: wp[0])

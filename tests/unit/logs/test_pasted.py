@@ -319,3 +319,30 @@ def test_collect_env_with_its_gpu_topology_field(name, same_line):
     assert any(i == "log.pasted-collect-env" and f"driver {driver}" in s for i, _st, s in said), said
     assert any(i == "gpu.p2p-topology" for i, _st, _s in said), said
     assert not any("could not be read" in s for _i, _st, s in said), said
+
+
+def test_every_unread_tool_is_met_in_a_real_paste():
+    """Each entry of logs/unread_tools.toml is there because a real paste of that tool was met:
+    one of the labelled pastes is said seen-not-read under its name."""
+    from distdoctor.logs import pasted_unread
+
+    folder = os.path.join(DATA, "logs", "pasted")
+    said = "\n".join(s for name in sorted(os.listdir(folder)) if name.endswith(".md") and name != "INDEX.md"
+                     for _i, _st, s in _said(_read("logs", "pasted", name)))
+    for tool in pasted_unread.catalogue():
+        assert f"pasted `{tool.tool}` output: distdoctor does not read" in said, tool.tool
+
+
+def test_no_capture_of_a_tool_distdoctor_reads_is_called_unread():
+    """Every captured output in tests/data (the tools distdoctor parses): never taken for a tool it
+    does not read."""
+    unread = []
+    for folder in sorted(os.listdir(DATA)):
+        path = os.path.join(DATA, folder)
+        if not os.path.isdir(path):
+            continue
+        for name in sorted(os.listdir(path)):
+            if name.endswith(".txt"):
+                sections, _env = pasted.find(name, _read(folder, name))
+                unread += [f"{folder}/{name}:{s.line}" for s in sections if s.kind == "unread"]
+    assert unread == []

@@ -163,6 +163,11 @@ def _syslog(text: str, year: int) -> float | None:
 def split_time(line: str, year: int = 1970) -> tuple[float | None, float | None, str]:
     """(wall time, uptime, message) of one kernel-log line in any of the formats above."""
     first = line[:1]
+    if first in "*>":
+        # a pasted line in Markdown bold (`**Nov 22 ... kernel: ...**`) or a mail/issue quote (`> [  416.09] ...`)
+        bare = line.lstrip("*>").lstrip()
+        if bare and bare != line:
+            return split_time(bare.removesuffix("**"), year)
     if first.isdigit():
         m = _KMSG.match(line)
         if m:

@@ -196,14 +196,18 @@ def test_gsp_timeout_banner_without_an_xid_resets_the_gpu():
     assert run.status is Status.FAIL and run.findings[0].action == "reset-gpu"
 
 
-@pytest.mark.parametrize("line,uptime,message", [
-    ("kernel: [   17.982092] mlx5_core 0000:41:00.0: x", 17.982092, "mlx5_core 0000:41:00.0: x"),  # NVSentinel
-    ("b1360: [14280.445220] mlx5_core 0000:61:00.0: y", 14280.44522, "mlx5_core 0000:61:00.0: y"),  # pdsh
-    ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, z", None, "kernel: NVRM: Xid (PCI:0000:dc:00): 45, z"),  # no time
+@pytest.mark.parametrize("line,wall,uptime,message", [
+    ("kernel: [   17.982092] mlx5_core 0000:41:00.0: x", None, 17.982092, "mlx5_core 0000:41:00.0: x"),  # NVSentinel
+    ("b1360: [14280.445220] mlx5_core 0000:61:00.0: y", None, 14280.44522, "mlx5_core 0000:61:00.0: y"),  # pdsh
+    ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, z", None, None, "kernel: NVRM: Xid (PCI:0000:dc:00): 45, z"),  # no time
+    # a forum post's Markdown bold, a quoted dmesg line
+    ("**Nov 22 14:56:44 cctv kernel: [94555.573310] NVRM: Xid (PCI:0000:02:00): 62, p**", 1732287404.0, 94555.57331,
+     "NVRM: Xid (PCI:0000:02:00): 62, p"),
+    ("> [  416.096726] NVRM: Xid (PCI:0000:01:00): 62, q", None, 416.096726, "NVRM: Xid (PCI:0000:01:00): 62, q"),
 ])
-def test_a_dropped_syslog_prefix_or_a_pdsh_host_keeps_the_uptime(line, uptime, message):
+def test_a_dropped_syslog_prefix_a_pdsh_host_or_paste_markup_keeps_the_time(line, wall, uptime, message):
     from distdoctor.parsers.kernel_log import split_time
-    assert split_time(line) == (None, uptime, message)
+    assert split_time(line, 2024) == (wall, uptime, message)
 
 
 def test_ibv_devinfo_grepd_without_port_lines_is_read_and_judged():

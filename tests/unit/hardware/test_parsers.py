@@ -28,7 +28,7 @@ def test_every_query_capture_parses_and_is_indexed():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("nvidia_smi_q", "q*"))
                    if not p.endswith(".parsed.json"))  # the golden runner's expected parses
     index = read("nvidia_smi_q", "INDEX.md")
-    assert len(files) == 17
+    assert len(files) == 20
     for name in files:
         assert name in index
         report = parse_query(read("nvidia_smi_q", name))
@@ -136,7 +136,7 @@ def kinds(log):
 def test_every_kernel_log_is_indexed_and_parses():
     files = sorted(os.path.basename(p) for p in glob.glob(data_path("kernel_log", "*.log")))
     index = read("kernel_log", "INDEX.md")
-    assert len(files) == 48
+    assert len(files) == 51
     for name in files:
         assert name in index
         parse_kernel_log(read("kernel_log", name), 2025)

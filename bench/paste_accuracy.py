@@ -1,6 +1,6 @@
 """Score `distdoctor log` over the labelled pasted tool outputs and print every miss:
-python3 bench/paste_accuracy.py [--round | --round2 | --round2b] (only the pastes of the first
-first-sight round, of the second, or of the second's second batch).
+python3 bench/paste_accuracy.py [--round | --round2 | --round2b | --round2c] (only the pastes of
+the first first-sight round, of the second, or of the second's second or third batch).
 Recognised? stated back? the labelled verdict, by the labelled check? nothing invented? what the
 paste cannot show said? The floor the test holds it to is tests/data/logs/pasted/score.toml."""
 
@@ -13,10 +13,12 @@ from tests.harness import pastes  # noqa: E402
 
 
 def main() -> int:
-    if "--round2b" in sys.argv:
-        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2_BATCH2)
+    if "--round2c" in sys.argv:
+        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2_BATCH3)
+    elif "--round2b" in sys.argv:
+        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2_BATCH2, pastes.UNREAD_SAMPLES)
     elif "--round2" in sys.argv:
-        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2)
+        entries = pastes.round_entries(pastes.FIRST_OF_ROUND2, pastes.FIRST_OF_ROUND2_BATCH2)
     elif "--round" in sys.argv:
         entries = pastes.round_entries(pastes.FIRST_OF_ROUND, pastes.FIRST_OF_ROUND2)
     else:

@@ -16,7 +16,7 @@ from distdoctor.model import CheckRun, Finding, Status
 from distdoctor.text import plural
 
 KINDS = ("smi_failed", "smi_nvml", "smi_no_devices", "smi_fragment", "driver_unbound", "ibpanic", "nvlink", "lspci",
-         "ibdev2netdev")
+         "ibdev2netdev", "remap_fragment", "reset_required")
 
 # "couldn't" is pasted with typographic apostrophes too (couldn‘t, couldn’t)
 _FAILED = re.compile(r"^NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver\b")
@@ -48,6 +48,12 @@ _UNBOUND = re.compile(r"NVRM: (?:The NVIDIA probe routine was not called for (?P
 _NVRM = re.compile(r"NVRM:|nvidia-nvlink:")
 _IBPANIC = re.compile(r"^ibpanic: (?:\[\d+\] )?\S+: (?P<what>.+)$")
 # the UUID is sometimes elided in a paste: "(UUID: ...)"
+# the Remapped Rows block of nvidia-smi -q quoted alone (leptonai/gpud#80), and the driver's own word
+# that a GPU must be reset (GSP-era kernels: "Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]")
+_REMAP_HEAD = re.compile(r"^Remapped Rows\s*$")
+_REMAP_FIELD = re.compile(r"^(?P<key>Correctable Error|Uncorrectable Error|Pending|Remapping Failure Occurred|"
+                          r"Bank Remap Availability Histogram|Max|High|Partial|Low|None)\s*:\s*(?P<value>.*?)\s*$")
+_RESET_REQUIRED = re.compile(r"NVRM: .*(?:\[NV_ERR_RESET_REQUIRED\]|Reset required)")
 _NVLINK_GPU = re.compile(r"^GPU \d+: .*\(UUID: ")
 _NVLINK_LINE = re.compile(r"^(?:GPU \d+: |Link \d+: |\.{3,}$|…$|\[\.\.\.\]$)")
 # boards whose every NVLink is wired (SXM/OAM on HGX and DGX baseboards, Grace superchips): an
@@ -86,6 +92,17 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         return "driver_unbound", end
     if _IBPANIC.match(body):
         return "ibpanic", i + 1
+    if _REMAP_HEAD.match(body) and i + 1 < len(lines) and _REMAP_FIELD.match(lines[i + 1].strip()):
+        end = i + 1
+        while end < len(lines) and end - i < 20 and _REMAP_FIELD.match(lines[end].strip()):
+            end += 1
+        return "remap_fragment", end
+    if _RESET_REQUIRED.search(body) or (_NVRM.search(body) and i + 1 < len(lines)
+                                        and _RESET_REQUIRED.search(lines[i + 1])):
+        end = i + 1
+        while end < len(lines) and end - i < 40 and _NVRM.search(lines[end]):
+            end += 1
+        return "reset_required", end
     from distdoctor.parsers.ibdev2netdev import is_ibdev2netdev_line
     from distdoctor.parsers.lspci import is_lspci_line
 
@@ -153,6 +170,20 @@ def runs(kind: str, text: str, where: str, _env: dict[str, str]) -> list[CheckRu
         return table_runs(table, where)
     if kind == "nvlink":
         return _nvlink(text, where)
+    if kind == "remap_fragment":
+        return _remap_fragment(text, where)
+    if kind == "reset_required":
+        gpus = sorted(set(_PCI.findall(text)))
+        which = f"GPU {', '.join(gpus[:4])}" if gpus else "a GPU (which one the lines do not show)"
+        summary = f'pasted kernel log: the driver reports "Reset required" (NV_ERR_RESET_REQUIRED) for {which}'
+        return [_note(where, Status.FAIL, summary + ": it must be reset", f"NVIDIA driver (pasted at {where})",
+                      {"gpus": gpus, "lines": text.splitlines()[:8]},
+                      explanation="The GPU's firmware (GSP) refuses new work until the GPU is reset: CUDA programs "
+                                  "on it fail with 'busy or unavailable' or hang at init, and NCCL jobs using it "
+                                  "fail.",
+                      fix="# on that node: which GPU, then reset it with no process on it, or reboot the node\n"
+                          "dmesg -T | grep -i -E 'NVRM: (Xid|GPU )' | tail -n 20\n"
+                          "# nvidia-smi -r -i <index>")]
     if kind == "lspci":
         return _lspci(text, where)
     if kind == "ibdev2netdev":
@@ -356,3 +387,27 @@ def query_statement(report, where: str) -> CheckRun:
                f"{report.cuda_version or 'not shown'}, {plural(len(report.gpus), 'GPU')}: {shown}")
     return _note(where, Status.OK, summary, f"GPUs (pasted nvidia-smi -q at {where})",
                  {"driver": report.driver_version, "cuda": report.cuda_version, "gpus": len(report.gpus)})
+
+
+def _remap_fragment(text: str, where: str) -> list[CheckRun]:
+    """The Remapped Rows block of `nvidia-smi -q` quoted without its GPU: judged as gpu.memory-errors
+    judges it (a pending remap needs a reset, a failed one a replacement), the GPU said not shown."""
+    fields = {m["key"]: m["value"] for line in text.splitlines() if (m := _REMAP_FIELD.match(line.strip()))}
+    pending = fields.get("Pending", "").lower() == "yes"
+    failed = fields.get("Remapping Failure Occurred", "").lower() == "yes"
+    shown = ", ".join(f"{k} {v}" for k, v in fields.items() if k in ("Correctable Error", "Uncorrectable Error",
+                                                                          "Pending", "Remapping Failure Occurred"))
+    head = f"pasted `nvidia-smi -q` Remapped Rows ({shown}; which GPU is not shown)"
+    title = f"GPU memory (pasted nvidia-smi -q at {where})"
+    if failed:
+        return [_note(where, Status.FAIL, f"{head}: row remapping failed, no spare rows left", title, fields,
+                      explanation="The GPU's memory can no longer be repaired in the field: NVIDIA's guidance is to "
+                                  "replace it.",
+                      fix=_WHERE_IT_RAN + "nvidia-smi -q -d ROW_REMAPPER   # which GPU; keep the node drained")]
+    if pending:
+        return [_note(where, Status.FAIL, f"{head}: a row remap is pending: the GPU needs a reset", title, fields,
+                      explanation="Memory rows with uncorrectable errors are taken out of use only when the GPU is "
+                                  "reset; until then jobs can hit them again (Xid 48/94/95).",
+                      fix=_WHERE_IT_RAN + "nvidia-smi -q -d ROW_REMAPPER   # which GPU\n"
+                                          "# then, with no process on it: nvidia-smi -r -i <index> (or reboot)")]
+    return [_note(where, Status.OK, f"{head}: nothing pending", title, fields)]

@@ -23,6 +23,9 @@ FIRST_OF_ROUND = "ulimit-a_memlock64_ucx8229.md"
 FIRST_OF_ROUND2 = "topo-mp_14nics_gpu_numa_id_cut_deepep60.md"
 # its second batch, collected after the round's first fixes were in
 FIRST_OF_ROUND2_BATCH2 = "topo-m_all_sys_10nics_cut_deepep128.md"
+# the samples for the unread-tools catalogue (not first sight), then its third batch
+UNREAD_SAMPLES = "numactl-H_root_prompt_one_node_unknown_tool_nodejs-benchmarking123.md"
+FIRST_OF_ROUND2_BATCH3 = "nvidia-smi-q_remapped_rows_pending_fragment_gpud80.md"
 _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2, "error": 3, "timeout": 3}
 _UNKNOWN = re.compile(r"unknown|cannot (?:be )?t[eo]ld?|cannot tell|not shown|cut off|not in the paste|"
                       r"does not show|no addresses", re.I)

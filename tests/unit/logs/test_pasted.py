@@ -346,3 +346,35 @@ def test_no_capture_of_a_tool_distdoctor_reads_is_called_unread():
                 sections, _env = pasted.find(name, _read(folder, name))
                 unread += [f"{folder}/{name}:{s.line}" for s in sections if s.kind == "unread"]
     assert unread == []
+
+
+@pytest.mark.parametrize("name", [n for n in _captures("nvidia_smi_q")  # a block, not "Remapped Rows : N/A"
+                                  if any(line.strip() == "Remapped Rows"
+                                         for line in _read("nvidia_smi_q", n).splitlines())])
+def test_a_remapped_rows_block_quoted_alone_is_judged_like_its_gpu(name):
+    """Each capture's first Remapped Rows block pasted without its GPU: a FAIL exactly where the
+    parse of the whole capture has that GPU's remap pending or failed, its GPU said not shown."""
+    from distdoctor.parsers.nvidia_smi_query import parse_query
+
+    text = _read("nvidia_smi_q", name)
+    gpu = parse_query(text).gpus[0]
+    lines = text.splitlines()
+    k = next(i for i, line in enumerate(lines) if line.strip() == "Remapped Rows")
+    indent = len(lines[k]) - len(lines[k].lstrip())
+    end = next((j for j in range(k + 1, len(lines)) if len(lines[j]) - len(lines[j].lstrip()) <= indent), len(lines))
+    block = "\n".join(lines[k:end]) + "\n"
+    said = [s for s in _said("like this:\n\n" + block) if "Remapped Rows" in s[2]]
+    assert said and "which GPU is not shown" in said[0][2], said
+    assert said[0][1] == ("fail" if gpu.remap_pending or gpu.remap_failure else "ok"), (said, gpu)
+
+
+@pytest.mark.parametrize("text, gpu", [
+    ("[Sun Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+     "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874\n", None),
+    ("NVRM: GPU 0000:1b:00.0: rpcRmApiAlloc_GSP: GspRmAlloc failed: status=0x00000062\n"
+     "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062)\n",
+     "0000:1b:00.0"),
+])
+def test_the_drivers_reset_required_fails_naming_the_gpu_where_shown(text, gpu):
+    (got,) = [s for s in _said(text) if "Reset required" in s[2]]
+    assert got[1] == "fail" and (gpu in got[2] if gpu else "do not show" in got[2]), got

@@ -79,7 +79,8 @@ _PCI = re.compile(r"\b([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)
 _GSP_TIMEOUT = re.compile(r"NVRM: (GPU\d+) _kgspLogRpcTimeout: \*+ GSP Timeout \*+")
 _MLX5_DEVICE = re.compile(r"mlx5_core ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 # "... limited by 32.0 GT/s PCIe x8 link at 0000:97:01.0 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)"
-_PCIE_LIMITED = re.compile(r"limited by \S+ GT/s PCIe x(\d+) link .*capable of .* PCIe x(\d+) link")
+_PCIE_LIMITED = re.compile(r"limited by \S+ GT/s PCIe x(\d{1,2}) link at \S+ "
+                           r"\(capable of \S+ Gb/s with \S+ GT/s PCIe x(\d{1,2}) link")
 # The mlx5 lines worth an event: what hardware/mlx5.toml has rules for (a unit test holds the two in
 # step), and a PCIe "limited by" line. The rest of an adapter's boot chatter (dozens of lines each)
 # is skipped here, where it costs least.

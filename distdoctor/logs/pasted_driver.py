@@ -48,11 +48,14 @@ _UNBOUND = re.compile(r"NVRM: (?:The NVIDIA probe routine was not called for (?P
 _NVRM = re.compile(r"NVRM:|nvidia-nvlink:")
 _IBPANIC = re.compile(r"^ibpanic: (?:\[\d+\] )?\S+: (?P<what>.+)$")
 # the UUID is sometimes elided in a paste: "(UUID: ...)"
-# the Remapped Rows block of nvidia-smi -q quoted alone (leptonai/gpud#80), and the driver's own word
-# that a GPU must be reset (GSP-era kernels: "Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]")
-_REMAP_HEAD = re.compile(r"^Remapped Rows\s*$")
-_REMAP_FIELD = re.compile(r"^(?P<key>Correctable Error|Uncorrectable Error|Pending|Remapping Failure Occurred|"
-                          r"Bank Remap Availability Histogram|Max|High|Partial|Low|None)\s*:\s*(?P<value>.*?)\s*$")
+# a health block of nvidia-smi -q quoted without its GPU (leptonai/gpud#80: Remapped Rows), and the
+# driver's own word that a GPU must be reset (GSP: "Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]")
+_HEALTH_HEAD = re.compile(r"^(?P<head>Remapped Rows|Retired Pages|GPU Reset Status)\s*$")
+_HEALTH_FIELD = re.compile(r"^(?P<key>[A-Z][\w ]*?)\s*:\s*(?P<value>\S.*?)\s*$")
+# what is pending in each block, in the words of its own fields (R470-R580)
+_PENDING = {"Pending": "a row remap is pending", "Pending Page Blacklist": "a page retirement is pending",
+            "Pending Page Retirement": "a page retirement is pending", "Reset Required": "the driver requires a reset",
+            "Drain and Reset Recommended": "the driver recommends draining and resetting it"}
 _RESET_REQUIRED = re.compile(r"NVRM: .*(?:\[NV_ERR_RESET_REQUIRED\]|Reset required)")
 _NVLINK_GPU = re.compile(r"^GPU \d+: .*\(UUID: ")
 _NVLINK_LINE = re.compile(r"^(?:GPU \d+: |Link \d+: |\.{3,}$|…$|\[\.\.\.\]$)")
@@ -92,9 +95,12 @@ def detect(lines: list[str], i: int) -> tuple[str, int] | None:
         return "driver_unbound", end
     if _IBPANIC.match(body):
         return "ibpanic", i + 1
-    if _REMAP_HEAD.match(body) and i + 1 < len(lines) and _REMAP_FIELD.match(lines[i + 1].strip()):
+    if _HEALTH_HEAD.match(body) and i + 1 < len(lines) and _HEALTH_FIELD.match(lines[i + 1].strip()):
+        # the block is what is indented under its head (Retired Pages nests a level more on old drivers)
+        indent = len(lines[i]) - len(lines[i].lstrip())
         end = i + 1
-        while end < len(lines) and end - i < 20 and _REMAP_FIELD.match(lines[end].strip()):
+        while end < len(lines) and end - i < 40 and lines[end].strip() and \
+                len(lines[end]) - len(lines[end].lstrip()) > indent:
             end += 1
         return "remap_fragment", end
     if _RESET_REQUIRED.search(body) or (_NVRM.search(body) and i + 1 < len(lines)
@@ -390,24 +396,26 @@ def query_statement(report, where: str) -> CheckRun:
 
 
 def _remap_fragment(text: str, where: str) -> list[CheckRun]:
-    """The Remapped Rows block of `nvidia-smi -q` quoted without its GPU: judged as gpu.memory-errors
-    judges it (a pending remap needs a reset, a failed one a replacement), the GPU said not shown."""
-    fields = {m["key"]: m["value"] for line in text.splitlines() if (m := _REMAP_FIELD.match(line.strip()))}
-    pending = fields.get("Pending", "").lower() == "yes"
+    """A health block of `nvidia-smi -q` (Remapped Rows, Retired Pages, GPU Reset Status) quoted
+    without its GPU: judged as gpu.memory-errors judges that GPU (a remap or retirement pending, or the
+    driver asking for a reset: a reset; a failed remap: a replacement), the GPU said not shown."""
+    head = text.strip().splitlines()[0].strip()
+    fields = {m["key"]: m["value"] for line in text.splitlines()[1:] if (m := _HEALTH_FIELD.match(line.strip()))}
+    yes = [k for k in fields if k in _PENDING and fields[k].lower() == "yes"]
     failed = fields.get("Remapping Failure Occurred", "").lower() == "yes"
-    shown = ", ".join(f"{k} {v}" for k, v in fields.items() if k in ("Correctable Error", "Uncorrectable Error",
-                                                                          "Pending", "Remapping Failure Occurred"))
-    head = f"pasted `nvidia-smi -q` Remapped Rows ({shown}; which GPU is not shown)"
+    shown = ", ".join(f"{k} {v}" for k, v in list(fields.items())[:6])
+    said = f"pasted `nvidia-smi -q` {head} ({shown}; which GPU is not shown)"
     title = f"GPU memory (pasted nvidia-smi -q at {where})"
     if failed:
-        return [_note(where, Status.FAIL, f"{head}: row remapping failed, no spare rows left", title, fields,
+        return [_note(where, Status.FAIL, f"{said}: row remapping failed, no spare rows left", title, fields,
                       explanation="The GPU's memory can no longer be repaired in the field: NVIDIA's guidance is to "
                                   "replace it.",
                       fix=_WHERE_IT_RAN + "nvidia-smi -q -d ROW_REMAPPER   # which GPU; keep the node drained")]
-    if pending:
-        return [_note(where, Status.FAIL, f"{head}: a row remap is pending: the GPU needs a reset", title, fields,
-                      explanation="Memory rows with uncorrectable errors are taken out of use only when the GPU is "
-                                  "reset; until then jobs can hit them again (Xid 48/94/95).",
-                      fix=_WHERE_IT_RAN + "nvidia-smi -q -d ROW_REMAPPER   # which GPU\n"
+    if yes:
+        return [_note(where, Status.FAIL, f"{said}: {_PENDING[yes[0]]}: the GPU needs a reset", title, fields,
+                      explanation="Memory with uncorrectable errors is taken out of use, and a GPU the driver marked "
+                                  "takes work again, only when the GPU is reset; until then jobs can hit the same "
+                                  "fault (Xid 48/94/95).",
+                      fix=_WHERE_IT_RAN + "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT   # which GPU\n"
                                           "# then, with no process on it: nvidia-smi -r -i <index> (or reboot)")]
-    return [_note(where, Status.OK, f"{head}: nothing pending", title, fields)]
+    return [_note(where, Status.OK, f"{said}: nothing pending", title, fields)]

@@ -348,24 +348,35 @@ def test_no_capture_of_a_tool_distdoctor_reads_is_called_unread():
     assert unread == []
 
 
-@pytest.mark.parametrize("name", [n for n in _captures("nvidia_smi_q")  # a block, not "Remapped Rows : N/A"
-                                  if any(line.strip() == "Remapped Rows"
-                                         for line in _read("nvidia_smi_q", n).splitlines())])
-def test_a_remapped_rows_block_quoted_alone_is_judged_like_its_gpu(name):
-    """Each capture's first Remapped Rows block pasted without its GPU: a FAIL exactly where the
-    parse of the whole capture has that GPU's remap pending or failed, its GPU said not shown."""
+_HEALTH = {"Remapped Rows": lambda g: g.remap_pending or g.remap_failure,
+           "Retired Pages": lambda g: g.retired_pending,
+           "GPU Reset Status": lambda g: g.reset_required or g.drain_and_reset_recommended}
+
+
+@pytest.mark.parametrize("head", sorted(_HEALTH))
+@pytest.mark.parametrize("name", _captures("nvidia_smi_q"))
+def test_a_health_block_quoted_alone_is_judged_like_its_gpu(name, head):
+    """Each capture's first Remapped Rows / Retired Pages / GPU Reset Status block pasted without
+    its GPU: a FAIL exactly where the parse of the whole capture finds that GPU's remap or retirement
+    pending, its remap failed, or a reset asked for; the GPU said not shown."""
     from distdoctor.parsers.nvidia_smi_query import parse_query
 
     text = _read("nvidia_smi_q", name)
-    gpu = parse_query(text).gpus[0]
     lines = text.splitlines()
-    k = next(i for i, line in enumerate(lines) if line.strip() == "Remapped Rows")
+    k = next((i for i, line in enumerate(lines) if line.strip() == head), None)
+    if k is None:
+        pytest.skip(f"no {head} block (absent, or `{head} : N/A` on one line)")
+    try:
+        gpus = parse_query(text).gpus
+    except ParseError:
+        pytest.skip("a capture without its GPU section: nothing to compare with")
+    gpu = next(g for g in reversed(gpus)
+               if any(lines[j].strip().startswith("GPU 0") and g.bus_id in lines[j] for j in range(k)))
     indent = len(lines[k]) - len(lines[k].lstrip())
     end = next((j for j in range(k + 1, len(lines)) if len(lines[j]) - len(lines[j].lstrip()) <= indent), len(lines))
-    block = "\n".join(lines[k:end]) + "\n"
-    said = [s for s in _said("like this:\n\n" + block) if "Remapped Rows" in s[2]]
+    said = [s for s in _said("like this:\n\n" + "\n".join(lines[k:end]) + "\n") if head in s[2]]
     assert said and "which GPU is not shown" in said[0][2], said
-    assert said[0][1] == ("fail" if gpu.remap_pending or gpu.remap_failure else "ok"), (said, gpu)
+    assert said[0][1] == ("fail" if _HEALTH[head](gpu) else "ok"), (said, gpu)
 
 
 @pytest.mark.parametrize("text, gpu", [
@@ -378,3 +389,21 @@ def test_a_remapped_rows_block_quoted_alone_is_judged_like_its_gpu(name):
 def test_the_drivers_reset_required_fails_naming_the_gpu_where_shown(text, gpu):
     (got,) = [s for s in _said(text) if "Reset required" in s[2]]
     assert got[1] == "fail" and (gpu in got[2] if gpu else "do not show" in got[2]), got
+
+
+@pytest.mark.parametrize("name, head, field", [
+    ("q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt", "GPU Reset Status", "Reset Required"),
+    ("q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt", "GPU Reset Status", "Drain and Reset Recommended"),
+    ("q_535_8xH100_hw_slowdown_power_brake_fabric_completed.txt", "Retired Pages", "Pending Page Blacklist"),
+])
+def test_a_health_block_asking_for_a_reset_fails(name, head, field):
+    """No real capture held shows these fields at Yes: a real block with one field turned to Yes (as
+    a GPU that needs it reports), quoted alone, FAILs naming what is pending."""
+    lines = _read("nvidia_smi_q", name).splitlines()
+    k = next(i for i, line in enumerate(lines) if line.strip() == head)
+    end = next(j for j in range(k + 1, len(lines)) if len(lines[j]) - len(lines[j].lstrip()) <= 4)
+    block = [line.replace(": No", ": Yes").replace(": N/A", ": Yes") if line.strip().startswith(field) else line
+             for line in lines[k:end]]
+    assert any(line.strip().startswith(field) and line.endswith("Yes") for line in block), block
+    (got,) = [s for s in _said("\n".join(block) + "\n") if head in s[2]]
+    assert got[1] == "fail" and "needs a reset" in got[2], got

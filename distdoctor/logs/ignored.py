@@ -28,16 +28,22 @@ class Ignored:
     """Per input, whether the lines read now belong to a report Python ignored."""
 
     def __init__(self) -> None:
-        # input index -> ("in", lines so far) inside a report, or ("after", 0) past its exception line
+        # input index -> ("in", where the report began) inside a report, or ("after", ...) past
+        # its exception line; where: the line number, or lines seen since when the input has none
         self._state: dict[int, tuple[str, int]] = {}
+        self._seen: dict[int, int] = {}
 
-    def feed(self, index: int, body: str) -> bool:
-        state, lines = self._state.get(index, ("", 0))
+    def feed(self, index: int, body: str, line_no: int = 0) -> bool:
+        """Whether this line belongs to a report Python ignored. `line_no` (0: unknown) bounds a
+        report by the input's own lines: a big input's search shows only some of them."""
+        here = line_no or self._seen.get(index, 0) + 1
+        self._seen[index] = here
+        state, began = self._state.get(index, ("", 0))
         if _HEADER.match(body) or (state and _SECTION.match(body)):
-            self._state[index] = ("in", 0)
+            self._state[index] = ("in", here)
             return True
-        if state == "in" and lines < MAX_REPORT:
-            self._state[index] = ("after", 0) if _EXCEPTION.match(body) else ("in", lines + 1)
+        if state == "in" and here - began <= MAX_REPORT:
+            self._state[index] = ("after", began) if _EXCEPTION.match(body) else ("in", began)
             return True
         if state == "after" and not body.strip():
             return True

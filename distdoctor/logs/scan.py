@@ -459,7 +459,7 @@ class Scanner:
         recent.append((p.body[:300], p.time, rank))
         if self.info_words.search(p.body) and len(scan.info) < MAX_INFO_LINES:
             scan.info.append(p)
-        if self._ignored.feed(block.index, p.body):
+        if self._ignored.feed(block.index, p.body, line_no):
             return key
         sig = self.matcher.match(p.body)
         if sig is None and _ERRORISH.search(p.body):

@@ -176,3 +176,14 @@ def test_a_launcher_stopped_by_a_signal_gets_the_fix_for_that_signal(tmp_path, s
     lead = _lead(tmp_path, "W0409 07:28:49.530000 1359 torch/distributed/elastic/agent/server/api.py:719] "
                            f"Received {signal} death signal, shutting down workers\n")
     assert lead.subject == "job-failed" and words in lead.fix, lead.fix
+
+
+def test_a_report_python_ignored_ends_within_its_bound():
+    """A big input's search shows only some lines: a report whose exception line was not among
+    them must not swallow a crash far below it."""
+    from distdoctor.logs.ignored import MAX_REPORT, Ignored
+
+    ignored = Ignored()
+    assert ignored.feed(0, "Exception ignored in: <function f at 0x1>", 10)
+    assert ignored.feed(0, "Traceback (most recent call last):", 11)
+    assert not ignored.feed(0, "RuntimeError: CUDA error: an illegal memory access was encountered", 12 + MAX_REPORT)

@@ -30,8 +30,18 @@ WEIGHTS = ("exit", "error", "echo", "done")
 # signatures that are a launcher's echo of a worker's death, not a reading of it: the marker on
 # the same line knows more (the rank, the exit code)
 LAUNCHER_ECHOES = frozenset({"torch.elastic-child-failed"})
-_SIGNALS = {"6": "SIGABRT", "7": "SIGBUS", "9": "SIGKILL", "11": "SIGSEGV", "15": "SIGTERM"}
+_SIGNALS = {"1": "SIGHUP", "2": "SIGINT", "6": "SIGABRT", "7": "SIGBUS", "9": "SIGKILL", "11": "SIGSEGV",
+            "15": "SIGTERM"}
 _KILLED = ("SIGKILL", "Killed")
+# what stopped a launcher that a signal reached, and what to do about it
+_STOPPED = {
+    "SIGHUP": "the terminal or SSH session that started the job closed (SIGHUP): start it detached "
+              "(nohup, tmux or screen) or through the scheduler",
+    "SIGINT": "interrupted (Ctrl-C, SIGINT): if it was stuck, dump every rank's stack before stopping "
+              "it next time (py-spy dump --pid <pid>)",
+    "SIGTERM": "stopped from outside (SIGTERM): a scheduler's time limit or preemption, a kill, or "
+               "another node's agent; look for who sent it",
+}
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,8 @@ def _fix(signals: list[str], host: str, rank, where_: str) -> str:
         if target:
             return "# killed from outside (the kernel's OOM killer, a memory limit, a scheduler):\n" + target + look
         return remote.comment(f"killed from outside: on the node of {whom}, look for the OOM killer:") + f"\n# {look}"
+    if signals and signals[0] in _STOPPED:
+        return remote.comment(_STOPPED[signals[0]])
     if "SIGBUS" in signals:
         return (remote.comment(f"SIGBUS in a container is most often a full /dev/shm; on the node of {whom}:") + "\n"
                 + (f"{target}df -h /dev/shm" if target else "# df -h /dev/shm"))

@@ -134,12 +134,18 @@ CLASSES = {
     # that printed its results after a probe error)
     "nvshmem": ["sglang-7888-nvshmem-ibrc-modify-qp.log", "deepep-223-nvshmem-bootstrap-broken-pipe.log",
                 "deepep-55-nvshmem-no-transport.log", "deepep-150-nvshmem-bootstrap-connect-timeout.log",
-                "megatron-bridge-5050-nvshmem-ibgda-create-ah.log"],
+                "megatron-bridge-5050-nvshmem-ibgda-create-ah.log", "nvshmem-33-ibgda-create-ah-connect-eps.log",
+                "sglang-12533-nvshmem-ibgda-devx-uar-unprivileged.log", "deepep-139-nvshmem-ibgda-init-failed-roce.log"],
     "mpi-init-reports": ["soca-682-intel-mpi-ofi-addrinfo-srun.log", "mpi4py-281-intel-mpi-other-error-segfault.log",
                          "nest-376-mvapich-pmpi-init-thread.log", "radical-pilot-766-cray-pmi-bind-in-use.log",
                          "mpich-6446-pmi2-init-returned-tap.log"],
     "hydra-errors": ["radical-pilot-301-hydra-pbs-tm-init.log", "mpich-668-hydra-execvp-no-such-file.log"],
-    "shell-signal": ["opennmt-1824-shell-killed-no-traceback.log"],
+    "shell-signal": ["opennmt-1824-shell-killed-no-traceback.log", "gmtracker-11-bare-killed-start-training.log",
+                     "simsg-3-killed-glued-to-tqdm.log", "vectornet-37-killed-after-processing-bar.log"],
+    # its second batch: torchrun's agent stopped by a signal, TensorFlow's collective abort, SkyPilot
+    "elastic-signals": ["rrhf-35-sighup-death-signal.log", "vrt-47-sighup-launch-traceback.log",
+                        "lerobot-3818-ctrl-c-stuck-atexit-ignored.log", "pytorch-150916-elastic-agent-killed-rdzv-closed.log"],
+    "tf-and-skypilot": ["mlcommons-272-tf-ringreduce-socket-closed.log", "skypilot-5031-managed-job-failed-controller.log"],
     "jax-and-xla": ["jax-22740-xla-clique-rendezvous-stuck.log", "marin-7650-jax-coordinator-connection-refused.log",
                     "llama-2-jax-20-barrier-deadline-exceeded.log"],
     "slurm-cancellations": ["gemmaker-242-job-cancelled-preemption.log", "lightning-20542-step-time-limit-sigterm-bypass.log"],
@@ -149,7 +155,7 @@ CLASSES = {
     "watchdog-cut": ["llamafactory-8261-watchdog-tqdm-numbered-rank5.log", "llamafactory-7396-watchdog-numbered.log"],
     "survived-errors": ["clean-ucx-8746-create-cq-warning-osu-ran.log", "clean-mpich-902-mpd-close-failed-after-result.log",
                         "clean-nccl-1706-two-gpu-run-ok.log", "clean-ompi-1438-pmix-broken-pipe-after-passed.log",
-                        "ucx-8229-ibv-create-cq-no-memory.log"],
+                        "ucx-8229-ibv-create-cq-no-memory.log", "clean-pytorch-95724-exception-ignored-finalize-each-epoch.log"],
 }
 
 

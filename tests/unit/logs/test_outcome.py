@@ -59,6 +59,14 @@ def _lead(tmp_path, text, name="job.log"):
      "  File \"pool.py\", line 268, in __del__\nAttributeError: 'NoneType' object has no attribute 'x'\n"
      "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\nRuntimeError: boom\n",
      None, "", "RuntimeError: boom"),
+    # its second batch: an interactive shell's bare "Killed" (alone, or after a progress bar),
+    # TensorFlow's collective abort, SkyPilot's failed job
+    ("Start training...\nlr = 1.00e-05\nKilled\n", None, "", "Killed"),
+    ("  6%|█      | 3787/62565 [04:47<1:10:53, 13.82it/s]Killed\n", None, "", "Killed"),
+    ("2019-05-19 15:08:13.128241: E tensorflow/core/common_runtime/ring_reducer.cc:369] Aborting RingReduce with "
+     "Unavailable: Socket closed\n", None, "", "Aborting RingReduce"),
+    ("Job 1 is already in terminal state FAILED_CONTROLLER. For more details, run: sky jobs logs --controller 1\n",
+     None, "", "FAILED_CONTROLLER"),
 ])
 def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
     lead = _lead(tmp_path, text)
@@ -98,6 +106,7 @@ def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
     "  File \"/usr/bin/mpdlib.py\", line 162, in f\nTypeError: 'NoneType' object is not callable\n\n"
     "Original exception was:\nIOError: [Errno 9] Bad file descriptor\n",
     "n1:1:1 [0] NCCL INFO group.cc:106 -> 7\n",
+    "Killed processes: 0\nepoch 3 done\n",
 ])
 def test_a_healthy_log_stays_clean(tmp_path, text):
     assert _lead(tmp_path, text).status == Status.OK
@@ -158,3 +167,12 @@ def test_every_rank_of_a_communicator_seen_is_clean(tmp_path):
 def test_errors_a_run_survived_are_told_apart_from_a_failure(tmp_path, text, subject, status):
     lead = _lead(tmp_path, text)
     assert (lead.subject, lead.status) == (subject, status), lead.summary
+
+
+@pytest.mark.parametrize("signal, words", [
+    ("1", "start it detached"), ("2", "py-spy dump"), ("15", "stopped from outside"),
+])
+def test_a_launcher_stopped_by_a_signal_gets_the_fix_for_that_signal(tmp_path, signal, words):
+    lead = _lead(tmp_path, "W0409 07:28:49.530000 1359 torch/distributed/elastic/agent/server/api.py:719] "
+                           f"Received {signal} death signal, shutting down workers\n")
+    assert lead.subject == "job-failed" and words in lead.fix, lead.fix

@@ -11,7 +11,7 @@ KINDS = ("sinfo",)
 
 # sinfo's abbreviated states (and their long forms in `-N -l`) of nodes that take no new jobs
 _OUT = {"down", "drain", "drng", "drained", "draining", "fail", "failg", "failing", "maint", "inval", "unk",
-        "unknown", "boot", "npc", "futr", "future", "plnd", "planned", "reboot^"}
+        "unknown", "boot", "npc", "futr", "future", "plnd", "planned", "reboot"}
 
 
 def detect(lines: list[str], i: int) -> tuple[str, int] | None:

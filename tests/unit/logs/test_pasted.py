@@ -253,6 +253,14 @@ def test_pasted_sinfo_names_the_nodes_slurm_will_not_use(name, warns):
     assert "idle" not in got[2].split(": ", 1)[1]  # the usable nodes are not among the ones named
 
 
+def test_pasted_sinfo_reads_a_state_without_its_flag():
+    """sinfo's flag suffixes (reboot^ issued, drain* not responding, idle~ powered off) do not hide
+    the state: a node rebooting takes no jobs, one powered off is started on demand."""
+    lines = _read("slurm", "sinfo_table_default_drain.txt").splitlines()
+    (got,) = _said("\n".join([lines[0], lines[2].replace("idle", "reboot^"), lines[2].replace("idle", "idle~")]) + "\n")
+    assert got[1] == "warn" and "reboot^ node[2-3]" in got[2] and "idle~" not in got[2], got
+
+
 def test_pasted_sinfo_all_usable_and_other_tables_with_state_columns():
     lines = _read("slurm", "sinfo_table_default_drain.txt").splitlines()
     (got,) = _said("\n".join([lines[0], lines[2]]) + "\n")

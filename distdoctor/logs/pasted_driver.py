@@ -51,7 +51,9 @@ _IBPANIC = re.compile(r"^ibpanic: (?:\[\d+\] )?\S+: (?P<what>.+)$")
 # a health block of nvidia-smi -q quoted without its GPU (leptonai/gpud#80: Remapped Rows), and the
 # driver's own word that a GPU must be reset (GSP: "Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]")
 _HEALTH_HEAD = re.compile(r"^(?P<head>Remapped Rows|Retired Pages|GPU Reset Status)\s*$")
-_HEALTH_FIELD = re.compile(r"^(?P<key>[A-Z][\w ]*?)\s*:\s*(?P<value>\S.*?)\s*$")
+# words a single space apart, then nvidia-smi's padding: no two parts can take the same spaces,
+# so a line of 32 KiB of blanks is read in one pass (a lazy key before \s* was quadratic)
+_HEALTH_FIELD = re.compile(r"^(?P<key>[A-Z]\w*(?: \w+)*) *:\s*(?P<value>\S(?:.*\S)?)\s*$")
 # what is pending in each block, in the words of its own fields (R470-R580)
 _PENDING = {"Pending": "a row remap is pending", "Pending Page Blacklist": "a page retirement is pending",
             "Pending Page Retirement": "a page retirement is pending", "Reset Required": "the driver requires a reset",

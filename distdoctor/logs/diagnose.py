@@ -257,6 +257,11 @@ def _consequence_warning(c: Group, ctx: frozenset[str] = frozenset()) -> Finding
                    explanation=c.signature.meaning, fix=fix_lines(c.signature, e, ctx), evidence=_evidence(c, e))
 
 
+# the catalogue's word for a task that died on a signal: a consequence that names it among its
+# causes is one a crashed peer explains
+_SIGNAL_DEATH = "slurm.task-signal"
+
+
 def _failure_leads(scan: Scan, consequences: list[Group]) -> bool:
     """Whether "failed, cause not in the catalogue" says more than the consequences do: they are
     only a launcher's echo of a worker's exit, or a rank's own error came before all of them
@@ -264,7 +269,15 @@ def _failure_leads(scan: Scan, consequences: list[Group]) -> bool:
     if all(c.signature.id in outcome.LAUNCHER_ECHOES for c in consequences):
         return True
     first = min(c.first.order for c in consequences)
-    return any(outcome.serious(e) and e.order < first for e in scan.unknown)
+    if any(outcome.serious(e) and e.order < first for e in scan.unknown):
+        return True
+    # a reset or closed socket names no cause, only that a peer went away; a rank that printed
+    # none of them and died on a signal is that peer, wherever its launcher's report of the death
+    # landed in the log (horovodrun prints "[1]<stderr>:Segmentation fault" after the resets)
+    if all(_SIGNAL_DEATH in c.signature.consequence_of for c in consequences):
+        said = set().union(*(c.ranks for c in consequences))
+        return any(outcome.died_on_signal(e) and e.rank is not None and e.rank not in said for e in scan.exits)
+    return False
 
 
 def _torchrun_finding(scan: Scan, record: dict, consequences: list[Group]) -> Finding:

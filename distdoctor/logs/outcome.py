@@ -116,6 +116,11 @@ def _signal(fields: dict) -> str:
     return _SIGNALS.get(sig, sig)
 
 
+def died_on_signal(e) -> bool:
+    """Whether an exit marker says its process died on a signal (a crash or a kill)."""
+    return e.signature.weight in ("exit", "error") and bool(_signal(e.fields or {}))
+
+
 def serious(e) -> bool:
     """An exception or a signal is a failure; a lone NCCL WARN is not."""
     head = e.body[:80]

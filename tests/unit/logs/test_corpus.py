@@ -156,6 +156,10 @@ CLASSES = {
     "survived-errors": ["clean-ucx-8746-create-cq-warning-osu-ran.log", "clean-mpich-902-mpd-close-failed-after-result.log",
                         "clean-nccl-1706-two-gpu-run-ok.log", "clean-ompi-1438-pmix-broken-pipe-after-passed.log",
                         "ucx-8229-ibv-create-cq-no-memory.log", "clean-pytorch-95724-exception-ignored-finalize-each-epoch.log"],
+    # the sixth round: a rank that died on a signal (reported after its peers' resets) is the peer
+    # that went away; Paddle's launcher naming the failed worker
+    "crashed-peer": ["horovod-2835-elastic-autotune-segfault.log"],
+    "paddle-launcher": ["paddledetection-7380-launch-container-rank0-failed.log"],
 }
 
 

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "exits.toml")
-WEIGHTS = ("exit", "error", "echo", "done")
+WEIGHTS = ("exit", "error", "echo", "done", "retract")
 # signatures that are a launcher's echo of a worker's death, not a reading of it: the marker on
 # the same line knows more (the rank, the exit code)
 LAUNCHER_ECHOES = frozenset({"torch.elastic-child-failed"})
@@ -51,6 +51,7 @@ class Marker:
     keywords: tuple[str, ...]
     pattern: re.Pattern
     weight: str
+    retracted_by: str = ""  # the id of a "retract" marker whose later line takes this one back
 
 
 class MarkerError(ValueError):
@@ -69,7 +70,7 @@ def parse(text: str, origin: str = "exits.toml") -> tuple[Marker, ...]:
         where = f"{origin}: marker {entry.get('id', n)}"
         try:
             marker = Marker(entry["id"], entry["says"], tuple(entry["keywords"]), re.compile(entry["pattern"]),
-                            entry["weight"])
+                            entry["weight"], entry.get("retracted_by", ""))
         except (KeyError, TypeError, re.error) as exc:
             raise MarkerError(f"{where}: {type(exc).__name__}: {exc}") from None
         if marker.weight not in WEIGHTS or not marker.keywords:
@@ -78,7 +79,25 @@ def parse(text: str, origin: str = "exits.toml") -> tuple[Marker, ...]:
             if not (any(k in example for k in marker.keywords) and marker.pattern.search(example)):
                 raise MarkerError(f"{where}: does not match its example {example!r}")
         out.append(marker)
+    ids = {m.id for m in out}
+    for m in out:
+        if m.retracted_by and m.retracted_by not in ids:
+            raise MarkerError(f"{origin}: marker {m.id}: retracted_by names no marker: {m.retracted_by}")
     return tuple(out)
+
+
+def retract(exits: list) -> list:
+    """The exit events less those a later line of the same input took back (XLA's "Thread is
+    unstuck! Warning above was a false-positive" after its "may be stuck"), one for one, and less
+    the retracting lines themselves, which say nothing else."""
+    waiting: dict[tuple[str, int], list] = {}  # (retracting marker, input) -> lines it may take back
+    taken: set[int] = set()
+    for e in sorted(exits, key=lambda e: e.order):
+        if e.signature.retracted_by:
+            waiting.setdefault((e.signature.retracted_by, e.index), []).append(e)
+        elif e.signature.weight == "retract" and (pending := waiting.get((e.signature.id, e.index))):
+            taken.add(id(pending.pop(0)))
+    return [e for e in exits if id(e) not in taken and e.signature.weight != "retract"]
 
 
 @functools.lru_cache(maxsize=4)

@@ -528,6 +528,7 @@ class Scanner:
         scan = self.scan
         _common_clock(scan)
         _near_clock(scan.events + scan.unknown + scan.exits)
+        scan.exits = outcome.retract(scan.exits)
         for e in scan.events + scan.unknown + scan.exits:
             if e.rank is None and e.host and e.pid is not None:
                 e.rank = scan.pid_rank.get((e.host, e.pid))

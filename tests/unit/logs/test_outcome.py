@@ -8,6 +8,13 @@ from distdoctor.logs.analysis import analyse
 from distdoctor.model import Status
 
 
+_XLA_STUCK = ("2024-07-29 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been waiting "
+              "for `initialize clique for rank {r}; clique=devices=[0,1]; stream=0; run_id=7` for 10 seconds and may "
+              "be stuck.\n")
+_XLA_UNSTUCK = ("2024-07-29 17:15:21.102311: E external/xla/xla/service/rendezvous.cc:44] Thread is unstuck! Warning "
+                "above was a false-positive. Perhaps the timeout is too short.\n")
+
+
 def _lead(tmp_path, text, name="job.log"):
     path = tmp_path / name
     path.write_text(text)
@@ -107,6 +114,9 @@ def test_the_first_error_leads_over_the_shutdown_it_caused(tmp_path):
     "Original exception was:\nIOError: [Errno 9] Bad file descriptor\n",
     "n1:1:1 [0] NCCL INFO group.cc:106 -> 7\n",
     "Killed processes: 0\nepoch 3 done\n",
+    # the sixth round: XLA's stuck-rendezvous warning that XLA itself took back, once per thread
+    # (the retraction's words are XLA's source's, xla/service/rendezvous.cc)
+    _XLA_STUCK.format(r=0) + _XLA_STUCK.format(r=1) + _XLA_UNSTUCK * 2 + "step 1, loss 2.3\n",
 ])
 def test_a_healthy_log_stays_clean(tmp_path, text):
     assert _lead(tmp_path, text).status == Status.OK
@@ -117,6 +127,8 @@ def test_a_healthy_log_stays_clean(tmp_path, text):
     ('[[marker]]\nid = "x"\nsays = "x"\nkeywords = ["a"]\npattern = "("\nweight = "exit"\n', "error"),
     ('[[marker]]\nid = "x"\nsays = "x"\nkeywords = ["a"]\npattern = "a"\nweight = "exit"\nexamples = ["b"]\n',
      "does not match"),
+    ('[[marker]]\nid = "x"\nsays = "x"\nkeywords = ["a"]\npattern = "a"\nweight = "exit"\nretracted_by = "y"\n',
+     "retracted_by names no marker"),
 ])
 def test_a_broken_marker_table_is_refused_by_name(text, problem):
     with pytest.raises(outcome.MarkerError, match=problem):
@@ -162,6 +174,13 @@ def test_every_rank_of_a_communicator_seen_is_clean(tmp_path):
     ("# OSU MPI Broadcast Latency Test v5.8\n[1668693503.473099] [ampere:1188443:0]  ib_log.c:246  UCX  ERROR "
      "mlx5_0: ibv_create_cq() failed: Cannot allocate memory\n", "job-failed", Status.FAIL),
     ("UCX  ERROR mlx5_0: ibv_create_cq() failed\nSegmentation fault (core dumped)\n# Out of bounds values : 0 OK\n",
+     "job-failed", Status.FAIL),
+    # XLA takes back one stuck thread per line: a thread never taken back, a retraction before
+    # the warning, or the termination that follows a real hang stays a failure
+    (_XLA_STUCK.format(r=0) + _XLA_STUCK.format(r=1) + _XLA_UNSTUCK, "job-failed", Status.FAIL),
+    (_XLA_UNSTUCK.replace("17:15:21", "17:14:50") + _XLA_STUCK.format(r=0), "job-failed", Status.FAIL),
+    (_XLA_STUCK.format(r=0) + "2024-07-29 17:15:29.920189: E external/xla/xla/service/rendezvous.cc:56] Termination "
+     "timeout for `initialize clique for rank 0` of 30 seconds exceeded. Exiting to ensure a consistent program state.\n",
      "job-failed", Status.FAIL),
 ])
 def test_errors_a_run_survived_are_told_apart_from_a_failure(tmp_path, text, subject, status):

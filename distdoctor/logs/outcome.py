@@ -230,7 +230,8 @@ def failed_finding(scan) -> Finding | None:
                     "usually the cause; the decisive lines are quoted in the evidence. The catalogue "
                     "(distdoctor/logs/signatures.toml) could learn it.")
     return Finding(Status.FAIL, summary, subject="job-failed", explanation=explanation,
-                   fix=_fix(signals, host, rank, where_),
+                   fix=_fix(signals, host, rank, where_, next((f["log"] for f in (e.fields or {} for e in exits)
+                                                                if f.get("log")), "")),
                    evidence={"rank": rank, "host": host, "where": where_, "line": quote, "lines": lines,
                              "exit_codes": codes[:10], "signals": list(dict.fromkeys(signals))[:5],
                              "markers": sorted({e.signature.id for e in exits + echoes}),
@@ -253,7 +254,7 @@ def _survived(errors: list, done: list) -> Finding:
                              "finished": redact_text(last.raw.strip()[:200])})
 
 
-def _fix(signals: list[str], host: str, rank, where_: str) -> str:
+def _fix(signals: list[str], host: str, rank, where_: str, own_log: str = "") -> str:
     from distdoctor.logs.signatures import addressable
 
     target = f"ssh {host} " if host and addressable(host) else ""
@@ -268,4 +269,8 @@ def _fix(signals: list[str], host: str, rank, where_: str) -> str:
     if "SIGBUS" in signals:
         return (remote.comment(f"SIGBUS in a container is most often a full /dev/shm; on the node of {whom}:") + "\n"
                 + (f"{target}df -h /dev/shm" if target else "# df -h /dev/shm"))
+    if own_log:
+        # the launcher kept the worker's output apart (Paddle's log/workerlog.N): the cause is there
+        return remote.comment(f"the launcher names {whom}'s own log: read {own_log} (in the directory "
+                              f"the job was launched from); its first error is usually the cause")
     return remote.comment(f"read the lines around {where_}: the first error of {whom} is usually the cause")

@@ -74,6 +74,13 @@ def _lead(tmp_path, text, name="job.log"):
      "Unavailable: Socket closed\n", None, "", "Aborting RingReduce"),
     ("Job 1 is already in terminal state FAILED_CONTROLLER. For more details, run: sky jobs logs --controller 1\n",
      None, "", "FAILED_CONTROLLER"),
+    # the sixth round: Paddle's launcher naming the failed worker, and a rank that died on a
+    # signal after its peers reported the reset it caused (it printed no reset: it is the peer)
+    ("LAUNCH INFO 2022-11-21 02:35:54,384 Pod failed\nContainer rank 2 status failed cmd ['python', 'train.py'] "
+     "code 1 log log/workerlog.2\n", 2, "", "status failed cmd"),
+    ("[0]<stderr>:[2021-04-12 04:03:43.803394: E operations.cc:548] Horovod background loop uncaught exception: "
+     "[gloo/transport/tcp/pair.cc:566] Read error [10.0.0.2]:64159: Connection reset by peer\n"
+     "[1]<stderr>:Segmentation fault (core dumped)\n", 1, "", "Segmentation fault"),
 ])
 def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank, host, quoted):
     lead = _lead(tmp_path, text)
@@ -81,6 +88,11 @@ def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank,
     assert lead.evidence["rank"] == rank and lead.evidence["host"] == host
     assert any(quoted in line for line in lead.evidence["lines"]), lead.evidence["lines"]
     assert "not in the catalogue" in lead.summary or "the catalogue does not know" in lead.summary
+
+
+def test_a_launcher_that_names_the_workers_own_log_sends_the_reader_there(tmp_path):
+    lead = _lead(tmp_path, "Container rank 0 status failed cmd ['python', 'train.py'] code 1 log log/workerlog.0\n")
+    assert "read log/workerlog.0" in lead.fix and lead.evidence["exit_codes"] == ["1"]
 
 
 def test_killed_rank_gets_the_oom_look_on_its_node(tmp_path):

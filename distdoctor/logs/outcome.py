@@ -230,8 +230,7 @@ def failed_finding(scan) -> Finding | None:
                     "usually the cause; the decisive lines are quoted in the evidence. The catalogue "
                     "(distdoctor/logs/signatures.toml) could learn it.")
     return Finding(Status.FAIL, summary, subject="job-failed", explanation=explanation,
-                   fix=_fix(signals, host, rank, where_, next((f["log"] for f in (e.fields or {} for e in exits)
-                                                                if f.get("log")), "")),
+                   fix=_fix(signals, host, rank, where_, *_own_output(exits)),
                    evidence={"rank": rank, "host": host, "where": where_, "line": quote, "lines": lines,
                              "exit_codes": codes[:10], "signals": list(dict.fromkeys(signals))[:5],
                              "markers": sorted({e.signature.id for e in exits + echoes}),
@@ -254,7 +253,17 @@ def _survived(errors: list, done: list) -> Finding:
                              "finished": redact_text(last.raw.strip()[:200])})
 
 
-def _fix(signals: list[str], host: str, rank, where_: str, own_log: str = "") -> str:
+def _own_output(exits: list) -> tuple[str, tuple[str, str] | None]:
+    """Where a launcher says the failed worker's own output is: a log file it names (Paddle's
+    log/workerlog.N), or the Kubernetes pod (and namespace) that exited."""
+    fields = [e.fields or {} for e in sorted(exits, key=lambda e: e.order)]
+    log = next((f["log"] for f in fields if f.get("log")), "")
+    pod = next(((f["pod"], f.get("namespace", "default")) for f in fields if f.get("pod")), None)
+    return log, pod
+
+
+def _fix(signals: list[str], host: str, rank, where_: str, own_log: str = "",
+         pod: tuple[str, str] | None = None) -> str:
     from distdoctor.logs.signatures import addressable
 
     target = f"ssh {host} " if host and addressable(host) else ""
@@ -269,6 +278,9 @@ def _fix(signals: list[str], host: str, rank, where_: str, own_log: str = "") ->
     if "SIGBUS" in signals:
         return (remote.comment(f"SIGBUS in a container is most often a full /dev/shm; on the node of {whom}:") + "\n"
                 + (f"{target}df -h /dev/shm" if target else "# df -h /dev/shm"))
+    if pod:
+        return (remote.comment(f"the pod {pod[0]} exited; its own log holds the cause (from a machine with "
+                               "access to the cluster):") + f"\nkubectl logs {pod[0]} -n {pod[1]}")
     if own_log:
         # the launcher kept the worker's output apart (Paddle's log/workerlog.N): the cause is there
         return remote.comment(f"the launcher names {whom}'s own log: read {own_log} (in the directory "

@@ -90,9 +90,15 @@ def test_a_failure_without_a_signature_is_named_and_quoted(tmp_path, text, rank,
     assert "not in the catalogue" in lead.summary or "the catalogue does not know" in lead.summary
 
 
-def test_a_launcher_that_names_the_workers_own_log_sends_the_reader_there(tmp_path):
-    lead = _lead(tmp_path, "Container rank 0 status failed cmd ['python', 'train.py'] code 1 log log/workerlog.0\n")
-    assert "read log/workerlog.0" in lead.fix and lead.evidence["exit_codes"] == ["1"]
+@pytest.mark.parametrize("text, words", [
+    ("Container rank 0 status failed cmd ['python', 'train.py'] code 1 log log/workerlog.0\n", "read log/workerlog.0"),
+    # the Kubeflow training operator's event names the pod and its namespace (kubeflow/trainer#2008)
+    ("1.7085078566441019e+09\tDEBUG\tevents\tPod: kubeflow.pytorch-simple-worker-0 exited with code 1\t{}\n",
+     "kubectl logs pytorch-simple-worker-0 -n kubeflow"),
+])
+def test_a_launcher_that_names_the_workers_own_output_sends_the_reader_there(tmp_path, text, words):
+    lead = _lead(tmp_path, text)
+    assert words in lead.fix and lead.evidence["exit_codes"] == ["1"], lead.fix
 
 
 def test_killed_rank_gets_the_oom_look_on_its_node(tmp_path):

@@ -42,7 +42,7 @@ COMMANDS = frozenset("""
     sacct sacctmgr sshare sstat dpkg rpm conda mamba uv tc py-spy gdb strace bash sh
     firewall-cmd ufw rdma ibdev2netdev mst mlxconfig lsof fuser tracepath traceroute nslookup dig
     host resolvectl hostnamectl ethtool nvidia-bug-report.sh dcgmi pgrep pkill sminfo
-    systemd-machine-id-setup perfquery ibdiagnet nvidia-modprobe compute-sanitizer fi_info
+    systemd-machine-id-setup perfquery ibdiagnet nvidia-modprobe compute-sanitizer fi_info kubectl
 """.split())
 BUILTINS = frozenset("""
     export unset cd source . echo printf test [ true false read umask type command hash wait trap
